@@ -1,0 +1,159 @@
+"""The `corpus` command. Only this module prints and maps errors to exit codes.
+
+Stage commands import no Dagster (they start fast); `build`, `register` and `ui` import it lazily.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from corpus_assets.core.errors import EXIT_OK, EXIT_USAGE, CorpusError
+
+STAGE_NAMES = ("fetch", "shard", "tokenize")
+
+
+def _emit(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=1, sort_keys=True, ensure_ascii=False), flush=True)
+
+
+def _root(args: argparse.Namespace) -> Path:
+    from corpus_assets.core.layout import default_root
+
+    return Path(args.root) if args.root else default_root()
+
+
+def cmd_hash(args: argparse.Namespace) -> int:
+    from corpus_assets.core.config import STAGES, load_config
+
+    cfg = load_config(args.file)
+    info = {
+        "canonical": cfg.canonical.decode("utf-8"),
+        "sha256": cfg.sha256,
+        "build_id": cfg.build_id,
+        "partition_key": cfg.partition_key,
+        "stage_keys": {s: cfg.stage_key(s) for s in STAGES},
+    }
+    if args.json:
+        _print_json(info)
+    else:
+        print(f"canonical      {info['canonical']}")
+        print(f"sha256         {info['sha256']}")
+        print(f"build id       {info['build_id']}")
+        print(f"partition key  {info['partition_key']}")
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from corpus_assets.core import stages
+
+    if args.workers is not None and args.workers < 1:
+        raise _usage(f"--workers must be at least 1, got {args.workers}")
+    result = stages.run_stage(
+        args.stage, Path(args.config), _root(args), workers=args.workers, emit=_emit
+    )
+    _print_json(result)
+    return EXIT_OK
+
+
+def cmd_cleanup(args: argparse.Namespace) -> int:
+    from corpus_assets.core import stages
+
+    _print_json(stages.run_cleanup(Path(args.config), _root(args)))
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from corpus_assets.core.verify import verify_path
+
+    problems = verify_path(Path(args.path))
+    for problem in problems:
+        print(f"{problem}", file=sys.stderr)
+    if problems:
+        from corpus_assets.core.errors import DataError
+
+        raise DataError(f"{args.path}: {len(problems)} problem(s) found")
+    print(f"ok: {args.path}")
+    return EXIT_OK
+
+
+def _usage(message: str) -> CorpusError:
+    from corpus_assets.core.errors import ConfigError
+
+    return ConfigError(message)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but bad usage exits 64 (EX_USAGE) like every other usage error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="corpus", description="Build reproducible language-model training corpora.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    h = sub.add_parser("hash", help="print a config's canonical form, sha256, build id, partition")
+    h.add_argument("file", help="config file (.toml or .json)")
+    h.add_argument("--json", action="store_true", help="print one JSON object for scripts")
+    h.set_defaults(func=cmd_hash)
+
+    r = sub.add_parser("run", help="run one stage of a build (fetch, shard or tokenize)")
+    r.add_argument("--stage", required=True, choices=STAGE_NAMES)
+    r.add_argument("--config", required=True, help="config file (.toml or .json)")
+    _add_root(r)
+    r.add_argument("--workers", type=int, default=None, help="worker processes (default: cores)")
+    r.set_defaults(func=cmd_run)
+
+    c = sub.add_parser("cleanup", help="delete a build's shards, tokens and staging (never raw)")
+    c.add_argument("--config", required=True, help="config file (.toml or .json)")
+    _add_root(c)
+    c.set_defaults(func=cmd_cleanup)
+
+    v = sub.add_parser("verify", help="verify a manifest (or the folder holding it) and its files")
+    v.add_argument("path", help="a _MANIFEST.json / _SOURCE.json or its folder")
+    v.set_defaults(func=cmd_verify)
+    return p
+
+
+def _add_root(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--root", default=None, help="data root (default: $CORPUS_ROOT or ./corpus-data)"
+    )
+
+
+def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    try:
+        return func(args)
+    except CorpusError as exc:
+        print(f"corpus {args.command}: error: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"corpus {args.command}: interrupted", file=sys.stderr, flush=True)
+        return 130
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    try:
+        code = _run(args.func, args)
+    except Exception:
+        traceback.print_exc()
+        code = 1
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""Crash-safe files: temp name in the same folder, fsync, rename, fsync the folder."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+from corpus_assets.core.errors import CorpusError, TransientError
+
+MANIFEST = "_MANIFEST.json"
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or create inside `path` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def disk_error(exc: OSError, path: Path) -> CorpusError:
+    """A full or read-only disk is worth a retry once fixed; say which path and why."""
+    reason = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM):
+        return TransientError(f"cannot write {path}: {reason}")
+    return CorpusError(f"cannot write {path}: {reason}")
+
+
+@contextmanager
+def atomic_writer(path: Path) -> Iterator[IO[bytes]]:
+    """Yield a binary file at a temp name beside `path`; on success fsync and rename it in."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise disk_error(exc, path) from exc
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    with atomic_writer(path) as fh:
+        fh.write(data)
+
+
+def dump_json(obj: Any) -> bytes:
+    """Stable JSON for manifests: sorted keys, indented, trailing newline."""
+    return (json.dumps(obj, sort_keys=True, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def write_json(path: Path, obj: Any) -> None:
+    write_bytes(path, dump_json(obj))
+
+
+def publish_dir(staging: Path, final: Path) -> None:
+    """Move a complete staged folder to its final name (replacing an unfinished one)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fsync_tree(staging)
+    if final.exists():
+        remove_tree(final)
+    try:
+        os.replace(staging, final)
+    except OSError as exc:
+        raise disk_error(exc, final) from exc
+    fsync_dir(final.parent)
+
+
+def fsync_tree(root: Path) -> None:
+    """fsync every folder under `root` (files are fsynced as they are written)."""
+    for dirpath, _dirs, _files in os.walk(root):
+        fsync_dir(Path(dirpath))
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a folder by first renaming it aside, so no reader sees it half-deleted."""
+    if not path.exists():
+        return
+    doomed = path.with_name(f".{path.name}.deleting-{os.getpid()}")
+    os.replace(path, doomed)
+    fsync_dir(path.parent)
+    shutil.rmtree(doomed)
+
+
+def fresh_dir(path: Path) -> Path:
+    """An empty folder at `path` (anything there before is removed)."""
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path

@@ -1,0 +1,347 @@
+"""The corpus config: pydantic models, loading from TOML or JSON, and the content identity."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from corpus_assets.core.errors import ConfigError
+
+NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+STAGES = ("fetch", "shard", "tokenize", "cleanup")
+SOURCE_KINDS = ("jsonl", "parquet", "text", "hf")
+DEFAULT_LICENSES = (
+    "public-domain",
+    "cc0-1.0",
+    "cc-by-4.0",
+    "cc-by-sa-4.0",
+    "cdla-sharing-1.0",
+    "cdla-permissive-2.0",
+    "odc-by-1.0",
+    "mit",
+    "apache-2.0",
+    "bsd-2-clause",
+    "bsd-3-clause",
+)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SourceSpec(_Section):
+    """One `[[sources]]` table: where documents come from and under which license."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    kind: str
+    path: str = Field(min_length=1)
+    license: str = Field(min_length=1)
+    text_field: str = "text"
+    id_field: str | None = None
+    separator: str | None = None
+    limit: int | None = Field(default=None, ge=1)
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    split: str = "train"
+    subset: str | None = None
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, value: str) -> str:
+        if value not in SOURCE_KINDS:
+            raise ValueError(f"unknown source kind {value!r}; allowed: {', '.join(SOURCE_KINDS)}")
+        return value
+
+    @field_validator("license")
+    @classmethod
+    def _lower_license(cls, value: str) -> str:
+        return value.strip().lower()
+
+
+class FilterSpec(_Section):
+    """Quality filters; every threshold can be set, `null` turns one off."""
+
+    enabled: bool = True
+    min_chars: int | None = 50
+    max_chars: int | None = 1_000_000
+    min_words: int | None = 10
+    max_words: int | None = 200_000
+    min_mean_word_length: float | None = 2.5
+    max_mean_word_length: float | None = 10.0
+    max_symbol_word_ratio: float | None = 0.1
+    max_duplicate_line_fraction: float | None = 0.3
+    max_non_alpha_word_ratio: float | None = 0.5
+
+
+class DedupSpec(_Section):
+    """Exact dedup on normalized text, then MinHash-LSH near dedup over word n-grams."""
+
+    exact: bool = True
+    near: bool = True
+    ngram: int = Field(default=5, ge=1, le=32)
+    num_perm: int = Field(default=112, ge=8, le=1024)
+    bands: int = Field(default=14, ge=1)
+    threshold: float = Field(default=0.8, gt=0.0, le=1.0)
+    confirm: bool = True
+    seed: int = 1
+
+
+class PiiSpec(_Section):
+    """PII scrubbing: which kinds are replaced by typed placeholders."""
+
+    enabled: bool = True
+    email: bool = True
+    ip: bool = True
+    phone: bool = True
+
+
+class LicenseSpec(_Section):
+    """The license allow-list (lowercase SPDX-style ids)."""
+
+    allow: tuple[str, ...] = DEFAULT_LICENSES
+
+    @field_validator("allow")
+    @classmethod
+    def _lower(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(v.strip().lower() for v in value)
+
+
+class ShardSpec(_Section):
+    """Target size of one Parquet shard (uncompressed text bytes)."""
+
+    target_mb: float = Field(default=64.0, gt=0.0)
+
+
+class TokenizerSpec(_Section):
+    """`bytes`, or a Hugging Face `tokenizers` tokenizer by file path or hub name."""
+
+    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
+    path: str | None = None
+    eos_id: int | None = Field(default=None, ge=0)
+    eos_token: str | None = None
+    batch_size: int = Field(default=1000, ge=1)
+
+
+class CorpusConfig(_Section):
+    """A whole corpus config as validated; identity comes from the raw form, not this one."""
+
+    dataset: str = Field(pattern=NAME_PATTERN)
+    version: str = Field(pattern=NAME_PATTERN)
+    tokenizer: TokenizerSpec
+    sources: tuple[SourceSpec, ...] = ()
+    filters: FilterSpec = FilterSpec()
+    dedup: DedupSpec = DedupSpec()
+    pii: PiiSpec = PiiSpec()
+    licenses: LicenseSpec = LicenseSpec()
+    shards: ShardSpec = ShardSpec()
+
+    @field_validator("sources")
+    @classmethod
+    def _unique_names(cls, value: tuple[SourceSpec, ...]) -> tuple[SourceSpec, ...]:
+        names = [s.name for s in value]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"source names must be unique; repeated: {', '.join(dupes)}")
+        return value
+
+
+def canon(raw: dict[str, Any]) -> bytes:
+    """The canonical form: sorted keys at every level, `,`/`:` separators, UTF-8, no escaping."""
+    return json.dumps(
+        raw, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    """A validated config with its raw form (the identity) and the folder paths resolve against."""
+
+    raw: dict[str, Any]
+    model: CorpusConfig
+    base_dir: Path
+
+    @property
+    def canonical(self) -> bytes:
+        return canon(self.raw)
+
+    @property
+    def sha256(self) -> str:
+        return sha256_hex(self.canonical)
+
+    @property
+    def hash12(self) -> str:
+        return self.sha256[:12]
+
+    @property
+    def build_id(self) -> str:
+        return f"corpus/{self.model.dataset}/{self.model.version}/{self.hash12}"
+
+    @property
+    def partition_key(self) -> str:
+        return f"{self.model.dataset}-{self.model.version}-{self.hash12}"
+
+    def stage_key(self, stage: str) -> str:
+        if stage not in STAGES:
+            raise ConfigError(f"unknown stage {stage!r}; allowed: {', '.join(STAGES)}")
+        return f"{self.build_id}/{stage}"
+
+    def resolve(self, path: str) -> Path:
+        """A path from the config, relative paths taken against the config file's folder."""
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else self.base_dir / p
+
+    def source_key(self, source: SourceSpec) -> str:
+        """`<name>-<sha256(canon(spec as written))[:12]>`: shared by configs with the same spec."""
+        for raw_source in self.raw.get("sources", []):
+            if raw_source.get("name") == source.name:
+                return f"{source.name}-{sha256_hex(canon(raw_source))[:12]}"
+        raise ConfigError(f"source {source.name!r} is not in the config")
+
+
+def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ConfigError(f"duplicate key {key!r} in JSON config")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> float:
+    raise ConfigError(f"{name} is not allowed in a config; use a finite number")
+
+
+def parse_text(text: str, fmt: str) -> dict[str, Any]:
+    """Decode config text as `toml` or `json` into a plain dict (the form that is hashed)."""
+    try:
+        if fmt == "toml":
+            data: Any = tomllib.loads(text)
+        else:
+            data = json.loads(
+                text, object_pairs_hook=_reject_duplicate_keys, parse_constant=_no_constant
+            )
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"config is not valid {fmt.upper()}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"config must be a {fmt.upper()} table/object, got {type(data).__name__}")
+    _check_plain(data, "")
+    return data
+
+
+def _check_plain(value: Any, where: str) -> None:
+    """Only JSON-representable values: TOML dates and non-finite floats have no canonical form."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_plain(v, f"{where}.{k}" if where else k)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_plain(v, f"{where}[{i}]")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where}: non-finite number {value!r} is not allowed")
+    elif not isinstance(value, str | int | float | bool) and value is not None:
+        raise ConfigError(f"{where}: {type(value).__name__} values are not allowed; use a string")
+
+
+def _location(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
+    """`[filters]`, `sources[1]` or `top level` for a pydantic error location."""
+    parts: list[str] = []
+    node: Any = raw
+    for item in loc:
+        if isinstance(item, int):
+            name = node[item].get("name") if isinstance(node, list) and item < len(node) else None
+            label = f"{parts.pop() if parts else ''}[{item}]"
+            parts.append(f"{label} ({name})" if isinstance(name, str) else label)
+        else:
+            parts.append(str(item))
+        node = node[item] if isinstance(node, dict | list) and _has(node, item) else None
+    return ".".join(parts)
+
+
+def _has(node: Any, item: Any) -> bool:
+    if isinstance(node, dict):
+        return item in node
+    return isinstance(item, int) and 0 <= item < len(node)
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel]:
+    model: type[BaseModel] = CorpusConfig
+    for item in loc:
+        if isinstance(item, int):
+            continue
+        field = model.model_fields.get(str(item))
+        annotation = getattr(field, "annotation", None)
+        nested = _nested_model(annotation)
+        if nested is None:
+            break
+        model = nested
+    return model
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _nested_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _explain(exc: ValidationError, raw: dict[str, Any]) -> str:
+    messages = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        if err["type"] == "extra_forbidden":
+            parent, key = loc[:-1], loc[-1]
+            where = f"[{_location(parent, raw)}]" if parent else "the top level"
+            allowed = ", ".join(_model_at(parent).model_fields)
+            messages.append(f"unknown key {key!r} in {where}; allowed: {allowed}")
+        elif err["type"] == "missing":
+            messages.append(f"missing required key {_location(loc, raw)!r}")
+        elif err["type"] == "string_pattern_mismatch" and loc[-1] in ("dataset", "version", "name"):
+            messages.append(
+                f"{_location(loc, raw)} = {err['input']!r} is not a path-safe name; "
+                "allowed: lowercase letters, digits, '.', '_', '-' (1-64, starting alphanumeric)"
+            )
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+            messages.append(f"{_location(loc, raw) or 'config'}: {msg}")
+    return "; ".join(messages)
+
+
+def validate(raw: dict[str, Any], base_dir: Path) -> LoadedConfig:
+    """Validate a decoded config; every problem is one clause of one ConfigError."""
+    try:
+        model = CorpusConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid config: {_explain(exc, raw)}") from None
+    return LoadedConfig(raw=raw, model=model, base_dir=base_dir)
+
+
+def load_config(path: str | Path) -> LoadedConfig:
+    """Read and validate a `.toml` or `.json` config file."""
+    p = Path(path)
+    if p.suffix not in (".toml", ".json"):
+        raise ConfigError(f"config file {str(p)!r} must end in .toml or .json")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {p}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {p} is not UTF-8: {exc.reason} at byte {exc.start}"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {p}: {exc.strerror}") from None
+    raw = parse_text(text, p.suffix[1:])
+    return validate(raw, p.resolve().parent)

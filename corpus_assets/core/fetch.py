@@ -1,0 +1,227 @@
+"""The fetch stage: read each source into the shared raw cache, once, under a file lock."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from corpus_assets.core import ledger
+from corpus_assets.core.atomic import fresh_dir, publish_dir, remove_tree, write_json
+from corpus_assets.core.config import LoadedConfig, SourceSpec, canon
+from corpus_assets.core.errors import DataError
+from corpus_assets.core.layout import Layout
+from corpus_assets.core.locks import hold
+from corpus_assets.core.progress import Progress
+from corpus_assets.core.sources import (
+    InputFile,
+    RawDoc,
+    describe_inputs,
+    expand_inputs,
+    file_sha256,
+    inputs_sha256,
+    read_source,
+)
+from corpus_assets.core.version import CODE_VERSION
+
+SOURCE_FILE = "_SOURCE.json"
+RAW_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("text", pa.string()),
+        ("source", pa.string()),
+        ("license", pa.string()),
+        ("meta", pa.string()),
+    ]
+)
+ROW_GROUP_ROWS = 2048
+PART_TEXT_BYTES = 32 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class SourceResult:
+    """What fetching one source did: its key, document count and whether it was already there."""
+
+    source_key: str
+    documents: int
+    text_bytes: int
+    cached: bool
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    sources: tuple[SourceResult, ...]
+
+    @property
+    def documents(self) -> int:
+        return sum(s.documents for s in self.sources)
+
+
+def fetch(cfg: LoadedConfig, layout: Layout, progress: Progress) -> FetchResult:
+    """Fetch every source of the config that the raw cache does not hold yet."""
+    results = [fetch_source(cfg, spec, layout, progress) for spec in cfg.model.sources]
+    progress.done()
+    return FetchResult(tuple(results))
+
+
+def fetch_source(
+    cfg: LoadedConfig, spec: SourceSpec, layout: Layout, progress: Progress
+) -> SourceResult:
+    key = cfg.source_key(spec)
+    final = layout.raw_source(key)
+    local = spec.kind != "hf" or cfg.resolve(spec.path).exists()
+    files = expand_inputs(cfg, spec) if local else None
+    with hold(layout.raw_lock(key), f"raw cache of source {spec.name!r}"):
+        if (final / SOURCE_FILE).exists():
+            record = json.loads((final / SOURCE_FILE).read_text(encoding="utf-8"))
+            if files is not None:
+                _check_unchanged(spec, key, record, describe_inputs(files))
+            ledger.record(layout, _ledger_entry(record))
+            progress.note(
+                f"source {spec.name} already in raw/{key} ({record['documents']:,} documents)"
+            )
+            return SourceResult(key, record["documents"], record["text_bytes"], cached=True)
+        inputs = describe_inputs(files) if files is not None else []
+        if spec.sha256 is not None:
+            _check_pin(spec, inputs)
+        staging = fresh_dir(layout.raw_staging(key))
+        progress.note(f"fetching source {spec.name} into raw/{key}")
+        try:
+            docs = read_source(cfg, spec, files, layout.raw / ".hf-cache")
+            parts, count, nbytes = _write_parts(_normalized(docs, spec, key), staging, progress)
+        except BaseException:
+            remove_tree(staging)
+            raise
+        if count == 0:
+            remove_tree(staging)
+            raise DataError(f"source {spec.name!r} ({spec.path}) holds no documents")
+        record = _source_record(cfg, spec, key, inputs, parts, count, nbytes)
+        write_json(staging / SOURCE_FILE, record)
+        publish_dir(staging, final)
+        ledger.record(layout, _ledger_entry(record))
+        return SourceResult(key, count, nbytes, cached=False)
+
+
+def _check_pin(spec: SourceSpec, inputs: list[InputFile]) -> None:
+    if not inputs:
+        raise DataError(f"source {spec.name!r}: a sha256 pin needs local input files")
+    actual = inputs_sha256(inputs)
+    if actual != spec.sha256:
+        raise DataError(
+            f"source {spec.name!r}: sha256 of {spec.path} is {actual}, "
+            f"but the config pins {spec.sha256}"
+        )
+
+
+def _check_unchanged(
+    spec: SourceSpec, key: str, record: dict[str, Any], inputs: list[InputFile]
+) -> None:
+    if record.get("input_sha256") and record["input_sha256"] != inputs_sha256(inputs):
+        raise DataError(
+            f"source {spec.name!r}: {spec.path} changed since it was fetched into raw/{key}; "
+            "give the source a new name or a sha256 pin to fetch the new content"
+        )
+
+
+def _normalized(docs: Iterator[RawDoc], spec: SourceSpec, key: str) -> Iterator[dict[str, str]]:
+    for row, doc in enumerate(docs):
+        yield {
+            "id": doc.source_id if doc.source_id is not None else f"{key}:{row}",
+            "text": doc.text,
+            "source": spec.name,
+            "license": spec.license,
+            "meta": json.dumps(doc.meta, sort_keys=True, ensure_ascii=False, default=str),
+        }
+
+
+def _write_parts(
+    rows: Iterator[dict[str, str]], staging: Path, progress: Progress
+) -> tuple[list[dict[str, Any]], int, int]:
+    """Parquet parts of about PART_TEXT_BYTES text each, in row groups of ROW_GROUP_ROWS."""
+    parts: list[dict[str, Any]] = []
+    writer: pq.ParquetWriter | None = None
+    batch: list[dict[str, str]] = []
+    part_bytes = part_rows = total = total_bytes = 0
+
+    def flush() -> None:
+        nonlocal writer, part_bytes
+        if not batch:
+            return
+        if writer is None:
+            writer = pq.ParquetWriter(
+                staging / f"part-{len(parts):05d}.parquet", RAW_SCHEMA, compression="zstd"
+            )
+        writer.write_table(pa.Table.from_pylist(batch, schema=RAW_SCHEMA))
+        progress.add(len(batch), sum(len(r["text"].encode("utf-8")) for r in batch))
+        batch.clear()
+
+    def close_part() -> None:
+        nonlocal writer, part_bytes, part_rows
+        flush()
+        if writer is None:
+            return
+        writer.close()
+        name = f"part-{len(parts):05d}.parquet"
+        parts.append(_fsynced_file_entry(staging / name, part_rows))
+        writer, part_bytes, part_rows = None, 0, 0
+
+    for row in rows:
+        size = len(row["text"].encode("utf-8"))
+        batch.append(row)
+        part_bytes += size
+        part_rows += 1
+        total += 1
+        total_bytes += size
+        if len(batch) >= ROW_GROUP_ROWS:
+            flush()
+        if part_bytes >= PART_TEXT_BYTES:
+            close_part()
+    close_part()
+    return parts, total, total_bytes
+
+
+def _fsynced_file_entry(path: Path, rows: int) -> dict[str, Any]:
+    with open(path, "rb+") as fh:
+        os.fsync(fh.fileno())
+    return {
+        "name": path.name,
+        "sha256": file_sha256(path),
+        "bytes": path.stat().st_size,
+        "rows": rows,
+    }
+
+
+def _source_record(
+    cfg: LoadedConfig,
+    spec: SourceSpec,
+    key: str,
+    inputs: list[InputFile],
+    parts: list[dict[str, Any]],
+    count: int,
+    nbytes: int,
+) -> dict[str, Any]:
+    raw_spec = json.loads(canon(next(s for s in cfg.raw["sources"] if s["name"] == spec.name)))
+    return {
+        "source_key": key,
+        "source": spec.name,
+        "kind": spec.kind,
+        "license": spec.license,
+        "spec": raw_spec,
+        "inputs": [{"name": i.name, "sha256": i.sha256, "bytes": i.bytes} for i in inputs],
+        "input_sha256": inputs_sha256(inputs) if inputs else None,
+        "files": parts,
+        "documents": count,
+        "text_bytes": nbytes,
+        "code_version": CODE_VERSION,
+    }
+
+
+def _ledger_entry(record: dict[str, Any]) -> dict[str, Any]:
+    keys = ("source_key", "source", "license", "input_sha256", "files", "documents")
+    return {k: record[k] for k in keys}

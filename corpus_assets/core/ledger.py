@@ -1,0 +1,46 @@
+"""raw/LEDGER.jsonl: one line per completed fetch, rewritten atomically under a lock."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from corpus_assets.core.atomic import write_bytes
+from corpus_assets.core.errors import DataError
+from corpus_assets.core.layout import Layout
+from corpus_assets.core.locks import hold
+
+
+def read(layout: Layout) -> dict[str, dict[str, Any]]:
+    """The latest ledger entry of every source key."""
+    entries: dict[str, dict[str, Any]] = {}
+    if not layout.ledger.exists():
+        return entries
+    for n, line in enumerate(layout.ledger.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            raise DataError(f"{layout.ledger}:{n}: corrupt ledger line") from None
+        entries[entry["source_key"]] = entry
+    return entries
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return {k: v for k, v in a.items() if k != "fetched_at"} == {
+        k: v for k, v in b.items() if k != "fetched_at"
+    }
+
+
+def record(layout: Layout, entry: dict[str, Any]) -> None:
+    """Add a line for a completed fetch unless the ledger already holds the same one."""
+    with hold(layout.raw / ".locks" / "LEDGER.lock", "the raw ledger"):
+        existing = read(layout).get(entry["source_key"])
+        if existing is not None and _same(existing, entry):
+            return
+        line = dict(entry, fetched_at=datetime.now(UTC).isoformat(timespec="seconds"))
+        old = layout.ledger.read_bytes() if layout.ledger.exists() else b""
+        new = json.dumps(line, sort_keys=True, ensure_ascii=False).encode("utf-8") + b"\n"
+        write_bytes(layout.ledger, old + new)

@@ -1,0 +1,58 @@
+"""Run one stage by name: validate the config first, then call the stage and summarize it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from corpus_assets.core.config import LoadedConfig, load_config
+from corpus_assets.core.errors import ConfigError
+from corpus_assets.core.layout import Layout
+from corpus_assets.core.progress import Emit, Progress, silent
+
+StageFn = Callable[[LoadedConfig, Layout, int, Progress], dict[str, Any]]
+
+
+def _fetch(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) -> dict[str, Any]:
+    from corpus_assets.core.fetch import fetch
+
+    result = fetch(cfg, layout, progress)
+    return {"documents": result.documents, "sources": [asdict(s) for s in result.sources]}
+
+
+STAGES: dict[str, StageFn] = {"fetch": _fetch}
+
+
+def run_stage(
+    stage: str, config_path: Path, root: Path, workers: int | None = None, emit: Emit = silent
+) -> dict[str, Any]:
+    """Run `stage` for the config at `config_path` under data root `root`; return its summary."""
+    if stage not in STAGES:
+        raise ConfigError(f"unknown stage {stage!r}; allowed: {', '.join(STAGES)}")
+    cfg = load_config(config_path)
+    layout = Layout(root.resolve())
+    progress = Progress(stage, emit)
+    summary = STAGES[stage](cfg, layout, workers or os.cpu_count() or 1, progress)
+    return {
+        "stage": stage,
+        "stage_key": cfg.stage_key(stage),
+        "build_id": cfg.build_id,
+        "partition_key": cfg.partition_key,
+        **summary,
+    }
+
+
+def run_cleanup(config_path: Path, root: Path) -> dict[str, Any]:
+    from corpus_assets.core.cleanup import cleanup
+
+    cfg = load_config(config_path)
+    removed = cleanup(cfg, Layout(root.resolve()))
+    return {
+        "stage": "cleanup",
+        "stage_key": cfg.stage_key("cleanup"),
+        "build_id": cfg.build_id,
+        "removed": [str(p) for p in removed],
+    }
