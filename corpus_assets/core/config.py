@@ -75,8 +75,9 @@ class FilterSpec(_Section):
     min_mean_word_length: float | None = 2.5
     max_mean_word_length: float | None = 10.0
     max_symbol_word_ratio: float | None = 0.1
-    max_duplicate_line_fraction: float | None = 0.3
-    max_non_alpha_word_ratio: float | None = 0.5
+    max_duplicate_line_fraction: float | None = 0.5
+    max_duplicate_line_char_fraction: float | None = 0.3
+    max_non_alpha_word_ratio: float | None = 0.2
 
 
 class DedupSpec(_Section):
@@ -232,9 +233,14 @@ def parse_text(text: str, fmt: str) -> dict[str, Any]:
             )
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"config is not valid {fmt.upper()}: {exc}") from exc
+    except RecursionError:
+        raise ConfigError(f"config {fmt.upper()} is nested too deeply") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config must be a {fmt.upper()} table/object, got {type(data).__name__}")
-    _check_plain(data, "")
+    try:
+        _check_plain(data, "")
+    except RecursionError:
+        raise ConfigError(f"config {fmt.upper()} is nested too deeply") from None
     return data
 
 
@@ -242,14 +248,27 @@ def _check_plain(value: Any, where: str) -> None:
     """Only JSON-representable values: TOML dates and non-finite floats have no canonical form."""
     if isinstance(value, dict):
         for k, v in value.items():
+            _check_utf8(k, f"{where}: key {k!r}" if where else f"key {k!r}")
             _check_plain(v, f"{where}.{k}" if where else k)
     elif isinstance(value, list):
         for i, v in enumerate(value):
             _check_plain(v, f"{where}[{i}]")
     elif isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"{where}: non-finite number {value!r} is not allowed")
-    elif not isinstance(value, str | int | float | bool) and value is not None:
+    elif isinstance(value, str):
+        _check_utf8(value, where)
+    elif not isinstance(value, int | float | bool) and value is not None:
         raise ConfigError(f"{where}: {type(value).__name__} values are not allowed; use a string")
+
+
+def _check_utf8(text: str, where: str) -> None:
+    """JSON `\\ud800` escapes decode to lone surrogates, which have no UTF-8 (canonical) form."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ConfigError(
+            f"{where}: lone surrogate {text[exc.start]!r} has no UTF-8 form; fix the \\u escape"
+        ) from None
 
 
 def _location(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
@@ -258,7 +277,8 @@ def _location(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
     node: Any = raw
     for item in loc:
         if isinstance(item, int):
-            name = node[item].get("name") if isinstance(node, list) and item < len(node) else None
+            entry = node[item] if isinstance(node, list) and 0 <= item < len(node) else None
+            name = entry.get("name") if isinstance(entry, dict) else None
             label = f"{parts.pop() if parts else ''}[{item}]"
             parts.append(f"{label} ({name})" if isinstance(name, str) else label)
         else:

@@ -26,6 +26,7 @@ from corpus_assets.core.sources import (
     expand_inputs,
     file_sha256,
     inputs_sha256,
+    is_local,
     read_source,
 )
 from corpus_assets.core.version import CODE_VERSION
@@ -40,7 +41,7 @@ RAW_SCHEMA = pa.schema(
         ("meta", pa.string()),
     ]
 )
-ROW_GROUP_ROWS = 2048
+ROW_GROUP_ROWS = 1024
 PART_TEXT_BYTES = 32 * 1024 * 1024
 
 
@@ -65,18 +66,27 @@ class FetchResult:
 
 def fetch(cfg: LoadedConfig, layout: Layout, progress: Progress) -> FetchResult:
     """Fetch every source of the config that the raw cache does not hold yet."""
-    results = [fetch_source(cfg, spec, layout, progress) for spec in cfg.model.sources]
+    # every local input must exist before any source is fetched (a typo fails first)
+    inputs = [expand_inputs(cfg, s) if is_local(cfg, s) else None for s in cfg.model.sources]
+    results = [
+        fetch_source(cfg, spec, layout, progress, files)
+        for spec, files in zip(cfg.model.sources, inputs, strict=True)
+    ]
     progress.done()
     return FetchResult(tuple(results))
 
 
 def fetch_source(
-    cfg: LoadedConfig, spec: SourceSpec, layout: Layout, progress: Progress
+    cfg: LoadedConfig,
+    spec: SourceSpec,
+    layout: Layout,
+    progress: Progress,
+    files: list[Path] | None = None,
 ) -> SourceResult:
     key = cfg.source_key(spec)
     final = layout.raw_source(key)
-    local = spec.kind != "hf" or cfg.resolve(spec.path).exists()
-    files = expand_inputs(cfg, spec) if local else None
+    if files is None and is_local(cfg, spec):
+        files = expand_inputs(cfg, spec)
     with hold(layout.raw_lock(key), f"raw cache of source {spec.name!r}"):
         if (final / SOURCE_FILE).exists():
             record = json.loads((final / SOURCE_FILE).read_text(encoding="utf-8"))

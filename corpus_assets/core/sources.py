@@ -154,17 +154,38 @@ def read_parquet(path: Path, spec: SourceSpec) -> Iterator[RawDoc]:
 
 
 def read_text(path: Path, spec: SourceSpec) -> Iterator[RawDoc]:
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise DataError(f"{path}:{line}: not valid UTF-8 (byte 0x{raw[exc.start]:02x})") from None
-    parts = text.split(spec.separator) if spec.separator else [text]
-    for part in parts:
-        doc = part.strip()
+    """One document per file, or per `separator`-delimited part, streamed (memory: one part)."""
+    line = 1
+    for raw in _split_file(path, spec.separator.encode("utf-8") if spec.separator else None):
+        try:
+            doc = raw.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            at = line + raw.count(b"\n", 0, exc.start)
+            raise DataError(f"{path}:{at}: not valid UTF-8 (byte 0x{raw[exc.start]:02x})") from None
+        line += raw.count(b"\n") + (spec.separator or "").count("\n")
         if doc:
             yield RawDoc(None, doc, {"file": path.name})
+
+
+def _split_file(path: Path, sep: bytes | None) -> Iterator[bytes]:
+    """The parts of a file between occurrences of `sep` (like `bytes.split`), read in chunks.
+
+    Splitting the UTF-8 bytes on the UTF-8 separator equals splitting the decoded text.
+    """
+    if not sep:
+        yield path.read_bytes()
+        return
+    buf = bytearray()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(READ_CHUNK):
+            scan = max(len(buf) - len(sep) + 1, 0)
+            buf += chunk
+            start = 0
+            while (hit := buf.find(sep, max(scan, start))) != -1:
+                yield bytes(buf[start:hit])
+                start = hit + len(sep)
+            del buf[:start]
+    yield bytes(buf)
 
 
 def read_hf(cfg: LoadedConfig, spec: SourceSpec, cache_dir: Path) -> Iterator[RawDoc]:
@@ -192,14 +213,16 @@ def read_hf(cfg: LoadedConfig, spec: SourceSpec, cache_dir: Path) -> Iterator[Ra
             )
         for row, record in enumerate(ds, start=1):
             yield _text_of(dict(record), spec, f"{spec.path} ({spec.split}) row {row}")
-    except (ConnectionError, TimeoutError, OSError) as exc:
+    except (ConnectionError, TimeoutError) as exc:
         raise TransientError(f"source {spec.name!r}: cannot reach {spec.path!r}: {exc}") from None
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, FileNotFoundError) as exc:  # includes datasets' DatasetNotFoundError
         if "offline" in str(exc).lower() or "connect" in str(exc).lower():
             raise TransientError(
                 f"source {spec.name!r}: cannot reach {spec.path!r}: {exc}"
             ) from None
         raise DataError(f"source {spec.name!r}: cannot load {spec.path!r}: {exc}") from None
+    except OSError as exc:
+        raise TransientError(f"source {spec.name!r}: cannot reach {spec.path!r}: {exc}") from None
 
 
 HF_BUILDERS = {
@@ -211,9 +234,15 @@ HF_BUILDERS = {
 }
 
 
+def is_local(cfg: LoadedConfig, spec: SourceSpec) -> bool:
+    """Whether a source reads local files (every kind but `hf`; `hf` with local data files)."""
+    if spec.kind != "hf":
+        return True
+    return cfg.resolve(spec.path).exists() or any(ch in spec.path for ch in "*?[")
+
+
 def _local_hf_files(cfg: LoadedConfig, spec: SourceSpec) -> tuple[str, list[str]] | None:
-    target = cfg.resolve(spec.path)
-    if not (target.exists() or any(ch in spec.path for ch in "*?[")):
+    if not is_local(cfg, spec):
         return None
     files = expand_inputs(cfg, spec)
     builders = {HF_BUILDERS.get(f.suffix) for f in files}

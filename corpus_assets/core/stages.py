@@ -23,7 +23,24 @@ def _fetch(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) 
     return {"documents": result.documents, "sources": [asdict(s) for s in result.sources]}
 
 
-STAGES: dict[str, StageFn] = {"fetch": _fetch}
+def _shard(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) -> dict[str, Any]:
+    from corpus_assets.core.shard import shard
+
+    r = shard(cfg, layout, workers, progress)
+    return {
+        "manifest": str(r.manifest.relative_to(layout.root)),
+        "documents_in": r.docs_in,
+        "documents_out": r.docs_out,
+        "dropped": r.dropped,
+        "duplicates": r.duplicates,
+        "pii": r.pii,
+        "shards": r.shards,
+        "text_bytes_out": r.bytes_out,
+        "cached": r.cached,
+    }
+
+
+STAGES: dict[str, StageFn] = {"fetch": _fetch, "shard": _shard}
 
 
 def run_stage(

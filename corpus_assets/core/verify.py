@@ -57,4 +57,10 @@ def _verify_raw(path: Path, doc: dict[str, Any]) -> list[str]:
     return problems
 
 
-VERIFIERS = {"raw": _verify_raw}
+def _verify_shards(path: Path, doc: dict[str, Any]) -> list[str]:
+    from corpus_assets.core.shard import verify_shards
+
+    return verify_shards(path, doc)
+
+
+VERIFIERS = {"raw": _verify_raw, "shards": _verify_shards}

@@ -1,0 +1,187 @@
+"""The shard stage: license check, filters, exact and near dedup, PII scrubbing, Parquet shards.
+
+Three phases, each deterministic whatever the worker count:
+
+1. per task (one row group of one raw part), in worker processes: normalize, filter, exact key,
+   MinHash signature, PII scrub; the survivors of the filters go to a task file in staging with
+   a `.done` marker written last, so a killed stage resumes without redoing finished tasks;
+2. in the parent: exact dedup over all exact keys, then MinHash-LSH near dedup over the
+   signatures of the exact survivors (memory: 16 bytes + one signature per document);
+3. in the parent: the survivors, in task order, go to shards of the target size; the manifest
+   is written last and the folder is published by rename.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from corpus_assets.core import ledger
+from corpus_assets.core.atomic import MANIFEST, fresh_dir, publish_dir, remove_tree, write_json
+from corpus_assets.core.config import LoadedConfig
+from corpus_assets.core.errors import ConfigError, DataError
+from corpus_assets.core.layout import Layout
+from corpus_assets.core.progress import Progress
+from corpus_assets.core.shard_dedup import duplicates
+from corpus_assets.core.shard_tasks import TaskOutput, plan_tasks, run_tasks
+from corpus_assets.core.shard_writer import write_shards
+from corpus_assets.core.verify import verify_files
+from corpus_assets.core.version import CODE_VERSION
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    """What the shard stage published (or found already published)."""
+
+    manifest: Path
+    docs_in: int
+    docs_out: int
+    dropped: dict[str, int]
+    duplicates: dict[str, int]
+    pii: dict[str, int]
+    shards: int
+    bytes_out: int
+    cached: bool
+
+
+def shard(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) -> ShardResult:
+    """Build (or find) the shards of `cfg`; every check happens before anything is written."""
+    if not cfg.model.sources:
+        raise ConfigError("the config has no [[sources]]; the shard stage needs at least one")
+    sources = check_sources(cfg, layout)
+    final = layout.shards(cfg)
+    if (final / MANIFEST).exists() and not verify_shards(final / MANIFEST):
+        progress.note(f"already published: {final.relative_to(layout.root)}")
+        return result_of(final / MANIFEST, cached=True)
+    work = layout.work(cfg, "shard")
+    tasks = plan_tasks(layout, sources)
+    outputs = run_tasks(cfg, layout, tasks, work / "tasks", workers, progress)
+    progress.note(f"deduplicating {sum(o.kept for o in outputs):,} filtered documents")
+    exact, near = duplicates(cfg, outputs, work / "tasks")
+    progress.note(f"duplicates: {int(exact.sum()):,} exact, {int(near.sum()):,} near; writing shards")
+    staging = fresh_dir(work / "staging")
+    shards, written = write_shards(cfg, outputs, work / "tasks", exact | near, staging)
+    manifest = _manifest(
+        cfg, sources, outputs, int(exact.sum()), int(near.sum()), shards, written
+    )
+    write_json(staging / MANIFEST, manifest)
+    publish_dir(staging, final)
+    remove_tree(work)
+    progress.done()
+    return result_of(final / MANIFEST, cached=False)
+
+
+def check_sources(cfg: LoadedConfig, layout: Layout) -> list[dict[str, Any]]:
+    """Every source fetched, licensed on the allow-list, its raw files as the ledger says."""
+    entries = ledger.read(layout)
+    allow = cfg.model.licenses.allow
+    checked = []
+    for spec in cfg.model.sources:
+        key = cfg.source_key(spec)
+        if spec.license not in allow:
+            raise DataError(
+                f"source {spec.name!r} has license {spec.license!r}, which is not on the "
+                f"allow-list ({', '.join(allow)}); add it to [licenses] allow to use it"
+            )
+        entry = entries.get(key)
+        if entry is None or not (layout.raw_source(key) / "_SOURCE.json").exists():
+            raise DataError(
+                f"source {spec.name!r} was not fetched (no raw/{key} in the ledger); "
+                "run the fetch stage first"
+            )
+        if entry["license"] not in allow:
+            raise DataError(f"source {spec.name!r}: ledger license {entry['license']!r} not allowed")
+        problems = verify_files(layout.raw_source(key), entry["files"])
+        if problems:
+            raise DataError(
+                f"source {spec.name!r}: raw files differ from the ledger: {'; '.join(problems)}"
+            )
+        checked.append({"name": spec.name, "source_key": key, "license": entry["license"],
+                        "documents": entry["documents"], "files": entry["files"]})
+    return checked
+
+
+def verify_shards(manifest_path: Path, doc: dict[str, Any] | None = None) -> list[str]:
+    """Problems with a shards build: files missing or changed, counts that don't add up."""
+    try:
+        m = doc if doc is not None else json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        return [f"{manifest_path}: unreadable manifest: {exc}"]
+    folder = manifest_path.parent
+    problems = verify_files(folder, m.get("shards", []))
+    rows = sum(s["rows"] for s in m.get("shards", []))
+    if rows != m.get("documents_out"):
+        problems.append(f"{manifest_path}: shards hold {rows} rows, documents_out says "
+                        f"{m.get('documents_out')}")
+    dropped = sum(m.get("dropped", {}).values()) + sum(m.get("duplicates", {}).values())
+    if m.get("documents_in") != rows + dropped:
+        problems.append(f"{manifest_path}: documents_in {m.get('documents_in')} != out {rows} + "
+                        f"dropped {dropped}")
+    if not problems:
+        for s in m.get("shards", []):
+            actual = pq.ParquetFile(folder / s["name"]).metadata.num_rows
+            if actual != s["rows"]:
+                problems.append(f"{folder / s['name']}: {actual} rows, manifest says {s['rows']}")
+    return problems
+
+
+def result_of(manifest_path: Path, cached: bool) -> ShardResult:
+    m = json.loads(manifest_path.read_text(encoding="utf-8"))
+    return ShardResult(
+        manifest=manifest_path,
+        docs_in=m["documents_in"],
+        docs_out=m["documents_out"],
+        dropped=m["dropped"],
+        duplicates=m["duplicates"],
+        pii=m["pii"],
+        shards=len(m["shards"]),
+        bytes_out=m["text_bytes_out"],
+        cached=cached,
+    )
+
+
+def _manifest(
+    cfg: LoadedConfig,
+    sources: list[dict[str, Any]],
+    outputs: list[TaskOutput],
+    exact: int,
+    near: int,
+    shards: list[dict[str, Any]],
+    written: dict[str, Any],
+) -> dict[str, Any]:
+    dropped: Counter[str] = Counter()
+    for o in outputs:
+        dropped.update(o.dropped)
+    m = cfg.model
+    return {
+        "kind": "shards",
+        "build_id": cfg.build_id,
+        "partition_key": cfg.partition_key,
+        "stage_key": cfg.stage_key("shard"),
+        "config_sha256": cfg.sha256,
+        "config": cfg.raw,
+        "settings": {
+            "filters": m.filters.model_dump(mode="json"),
+            "dedup": m.dedup.model_dump(mode="json"),
+            "pii": m.pii.model_dump(mode="json"),
+            "licenses": m.licenses.model_dump(mode="json"),
+            "shards": m.shards.model_dump(mode="json"),
+        },
+        "sources": sources,
+        "documents_in": sum(o.docs_in for o in outputs),
+        "text_bytes_in": sum(o.bytes_in for o in outputs),
+        "documents_out": written["documents"],
+        "text_bytes_out": written["text_bytes"],
+        "dropped": dict(sorted(dropped.items())),
+        "duplicates": {"exact": exact, "near": near},
+        "pii": written["pii"],
+        "shards": shards,
+        "code_version": CODE_VERSION,
+    }
+
+

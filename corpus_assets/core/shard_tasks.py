@@ -1,0 +1,178 @@
+"""Phase 1 of the shard stage: per-task filtering, keys, signatures and PII, in worker processes.
+
+A task is one row group of one raw Parquet part. Its output (the documents that pass the
+filters, their exact keys and MinHash signatures) is written to the work folder, then a `.done`
+marker with its counts: the marker is the task's completion record, so a resumed stage skips it.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from corpus_assets.core.atomic import atomic_writer, write_json
+from corpus_assets.core.config import LoadedConfig
+from corpus_assets.core.filters import make_filter
+from corpus_assets.core.layout import Layout
+from corpus_assets.core.minhash import signatures
+from corpus_assets.core.normalize import exact_key, normalize
+from corpus_assets.core.pii import Scrubber
+from corpus_assets.core.progress import Progress
+from corpus_assets.core.version import CODE_VERSION
+
+PII_KINDS = ("email", "ip", "phone")
+TASK_SCHEMA = pa.schema(
+    [("id", pa.string()), ("text", pa.string()), ("source", pa.string()),
+     ("license", pa.string()), ("text_bytes", pa.int64())]
+    + [(f"pii_{k}", pa.int32()) for k in PII_KINDS]
+)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One row group of one raw part of one source."""
+
+    index: int
+    part: Path
+    row_group: int
+
+
+@dataclass(frozen=True)
+class TaskOutput:
+    """The counts of a finished task; its documents are in the work folder."""
+
+    index: int
+    docs_in: int
+    bytes_in: int
+    kept: int
+    dropped: dict[str, int]
+
+
+def plan_tasks(layout: Layout, sources: list[dict[str, Any]]) -> list[Task]:
+    """Tasks in the global document order: sources as configured, parts, row groups."""
+    tasks: list[Task] = []
+    for source in sources:
+        for f in source["files"]:
+            part = layout.raw_source(source["source_key"]) / f["name"]
+            for rg in range(pq.ParquetFile(part).num_row_groups):
+                tasks.append(Task(len(tasks), part, rg))
+    return tasks
+
+
+def task_path(task_dir: Path, index: int, suffix: str) -> Path:
+    return task_dir / f"task-{index:06d}{suffix}"
+
+
+def load_output(task_dir: Path, index: int) -> TaskOutput | None:
+    """The output of a finished task, or None when it must run (again)."""
+    marker = task_path(task_dir, index, ".done")
+    try:
+        record = json.loads(marker.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    if record.pop("code_version", None) != CODE_VERSION:
+        return None
+    return TaskOutput(**record)
+
+
+def run_tasks(
+    cfg: LoadedConfig,
+    layout: Layout,
+    tasks: list[Task],
+    task_dir: Path,
+    workers: int,
+    progress: Progress,
+) -> list[TaskOutput]:
+    """Run every unfinished task (in `workers` processes) and return all outputs in order."""
+    task_dir.mkdir(parents=True, exist_ok=True)
+    done = {t.index: load_output(task_dir, t.index) for t in tasks}
+    pending = [t for t in tasks if done[t.index] is None]
+    if len(pending) < len(tasks):
+        progress.note(f"resuming: {len(tasks) - len(pending)} of {len(tasks)} tasks already done")
+    for out in _execute(cfg, pending, task_dir, workers):
+        done[out.index] = out
+        progress.add(out.docs_in, out.bytes_in)
+    return [o for o in (done[t.index] for t in tasks) if o is not None]
+
+
+def _execute(
+    cfg: LoadedConfig, pending: list[Task], task_dir: Path, workers: int
+) -> Iterator[TaskOutput]:
+    if workers <= 1 or len(pending) <= 1:
+        for task in pending:
+            yield run_task(cfg, task, task_dir)
+        return
+    ctx = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(max_workers=min(workers, len(pending)), mp_context=ctx) as pool:
+        futures = [pool.submit(run_task, cfg, task, task_dir) for task in pending]
+        for future in futures:
+            yield future.result()
+
+
+def run_task(cfg: LoadedConfig, task: Task, task_dir: Path) -> TaskOutput:
+    """Filter one row group; write survivors, their exact keys and signatures, then the marker."""
+    table = pq.ParquetFile(task.part).read_row_group(
+        task.row_group, columns=["id", "text", "source", "license"]
+    )
+    keep_filter = make_filter(cfg.model.filters)
+    dropped: Counter[str] = Counter()
+    rows: list[int] = []
+    texts: list[str] = []
+    bytes_in = 0
+    for row, raw in enumerate(table.column("text").to_pylist()):
+        bytes_in += len(raw.encode("utf-8"))
+        text = normalize(raw)
+        reason = keep_filter(text)
+        if reason is None:
+            rows.append(row)
+            texts.append(text)
+        else:
+            dropped[reason] += 1
+    _write_task(cfg, table.take(rows), texts, task_dir, task.index)
+    out = TaskOutput(task.index, table.num_rows, bytes_in, len(rows), dict(sorted(dropped.items())))
+    write_json(task_path(task_dir, task.index, ".done"), {**asdict(out), "code_version": CODE_VERSION})
+    return out
+
+
+def _write_task(
+    cfg: LoadedConfig, kept: pa.Table, texts: list[str], task_dir: Path, index: int
+) -> None:
+    dedup = cfg.model.dedup
+    keys = np.frombuffer(b"".join(exact_key(t) for t in texts), dtype="<u8").reshape(-1, 2)
+    _save_npy(task_path(task_dir, index, ".keys.npy"), keys)
+    if dedup.near:
+        sigs = signatures(texts, dedup)
+        _save_npy(task_path(task_dir, index, ".sigs.npy"), sigs)
+    scrubber = Scrubber(cfg.model.pii)
+    scrubbed: list[str] = []
+    counts: dict[str, list[int]] = {k: [] for k in PII_KINDS}
+    for text in texts:
+        clean, found = scrubber.scrub(text)
+        scrubbed.append(clean)
+        for k in PII_KINDS:
+            counts[k].append(found.get(k, 0))
+    columns: dict[str, Any] = {
+        "id": kept.column("id"),
+        "text": scrubbed,
+        "source": kept.column("source"),
+        "license": kept.column("license"),
+        "text_bytes": [len(t.encode("utf-8")) for t in scrubbed],
+        **{f"pii_{k}": counts[k] for k in PII_KINDS},
+    }
+    with atomic_writer(task_path(task_dir, index, ".parquet")) as fh:
+        pq.write_table(pa.table(columns, schema=TASK_SCHEMA), fh, compression="zstd")
+
+
+def _save_npy(path: Path, array: np.ndarray[Any, Any]) -> None:
+    with atomic_writer(path) as fh:
+        np.save(fh, array, allow_pickle=False)

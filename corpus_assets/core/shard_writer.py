@@ -1,0 +1,113 @@
+"""Phase 3 of the shard stage: the surviving documents, in order, into Parquet shards."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from corpus_assets.core.atomic import disk_error
+from corpus_assets.core.config import LoadedConfig
+from corpus_assets.core.shard_tasks import PII_KINDS, TaskOutput, task_path
+from corpus_assets.core.sources import file_sha256
+
+SHARD_SCHEMA = pa.schema(
+    [("id", pa.string()), ("text", pa.string()), ("source", pa.string()), ("license", pa.string())]
+)
+ROW_GROUP_ROWS = 1024
+
+
+class _ShardSink:
+    """Rows go in; shard files of about `target` text bytes come out, row groups of fixed size."""
+
+    def __init__(self, staging: Path, target: int) -> None:
+        self.staging = staging
+        self.target = target
+        self.shards: list[dict[str, Any]] = []
+        self.writer: pq.ParquetWriter | None = None
+        self.pending: list[pa.Table] = []
+        self.pending_rows = 0
+        self.rows = 0
+        self.size = 0
+
+    def add(self, table: pa.Table, sizes: np.ndarray[Any, Any]) -> None:
+        start = 0
+        while start < table.num_rows:
+            room = np.searchsorted(np.cumsum(sizes[start:]), self.target - self.size, "left")
+            end = min(table.num_rows, start + int(room) + 1)
+            self._append(table.slice(start, end - start), int(sizes[start:end].sum()))
+            start = end
+            if self.size >= self.target:
+                self.close()
+
+    def _append(self, table: pa.Table, nbytes: int) -> None:
+        self.pending.append(table)
+        self.pending_rows += table.num_rows
+        self.rows += table.num_rows
+        self.size += nbytes
+        if self.pending_rows >= ROW_GROUP_ROWS:
+            self._flush(final=False)
+
+    def _flush(self, final: bool) -> None:
+        if not self.pending:
+            return
+        merged = pa.concat_tables(self.pending)
+        cut = merged.num_rows if final else merged.num_rows - merged.num_rows % ROW_GROUP_ROWS
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self._path(), SHARD_SCHEMA, compression="zstd")
+        if cut:
+            self.writer.write_table(merged.slice(0, cut), row_group_size=ROW_GROUP_ROWS)
+        rest = merged.slice(cut)
+        self.pending = [rest] if rest.num_rows else []
+        self.pending_rows = rest.num_rows
+
+    def _path(self) -> Path:
+        return self.staging / f"shard-{len(self.shards):05d}.parquet"
+
+    def close(self) -> None:
+        self._flush(final=True)
+        if self.writer is None:
+            return
+        self.writer.close()
+        path = self._path()
+        with open(path, "rb+") as fh:
+            os.fsync(fh.fileno())
+        self.shards.append({"name": path.name, "sha256": file_sha256(path),
+                            "bytes": path.stat().st_size, "rows": self.rows})
+        self.writer, self.rows, self.size = None, 0, 0
+
+
+def write_shards(
+    cfg: LoadedConfig,
+    outputs: list[TaskOutput],
+    task_dir: Path,
+    drop: np.ndarray[Any, Any],
+    staging: Path,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Write the rows not in `drop` to shards in staging; return shard entries and totals."""
+    sink = _ShardSink(staging, int(cfg.model.shards.target_mb * 1_000_000))
+    pii = dict.fromkeys(PII_KINDS, 0)
+    documents = text_bytes = 0
+    start = 0
+    try:
+        for out in outputs:
+            keep = ~drop[start : start + out.kept]
+            start += out.kept
+            if not keep.any():
+                continue
+            table = pq.read_table(task_path(task_dir, out.index, ".parquet")).filter(pa.array(keep))
+            sizes = table.column("text_bytes").to_numpy()
+            for k in PII_KINDS:
+                pii[k] += int(pc.sum(table.column(f"pii_{k}")).as_py() or 0)
+            documents += table.num_rows
+            text_bytes += int(sizes.sum())
+            sink.add(table.select(SHARD_SCHEMA.names), sizes)
+        sink.close()
+    except OSError as exc:
+        raise disk_error(exc, staging) from exc
+    return sink.shards, {"documents": documents, "text_bytes": text_bytes, "pii": pii}

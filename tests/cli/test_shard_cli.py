@@ -1,0 +1,227 @@
+"""The shard stage through the CLI: publish, verify, rerun, kill and resume, workers, licenses."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+SHARED = Path(__file__).resolve().parents[3] / "shared"
+TINY = SHARED / "data" / "tinystories" / "TinyStoriesV2-GPT4-train.head10000lines.txt"
+MAKE_CORPUS = SHARED / "bench" / "make_corpus.py"
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
+
+
+def corpus(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "corpus_assets.cli", *args],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=300,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"corpus {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}")
+    return proc
+
+
+def config(tmp: Path, body: str, name: str = "c.toml") -> Path:
+    path = tmp / name
+    head = 'dataset = "t"\nversion = "v1"\ntokenizer = {id = "bytes"}\n'
+    path.write_text(head + body, encoding="utf-8")
+    return path
+
+
+def tiny_source(license: str = "cdla-sharing-1.0") -> str:
+    return (
+        f'[[sources]]\nname = "tiny"\nkind = "text"\npath = "{TINY}"\n'
+        f'separator = "<|endoftext|>"\nlicense = "{license}"\n'
+    )
+
+
+@pytest.fixture(scope="module")
+def bench_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("bench") / "corpus"
+    subprocess.run(
+        [sys.executable, str(MAKE_CORPUS), "--out", str(out), "--mb", "4"],
+        check=True,
+        capture_output=True,
+    )
+    return out
+
+
+def bench_config(tmp: Path, data: Path) -> Path:
+    return config(
+        tmp,
+        f'[[sources]]\nname = "bench"\nkind = "jsonl"\npath = "{data}"\n'
+        f'id_field = "id"\nlicense = "cdla-sharing-1.0"\n'
+        "[shards]\ntarget_mb = 1.0\n",
+    )
+
+
+def build(cfg: Path, root: Path, workers: int = 2) -> dict[str, object]:
+    corpus("run", "--stage", "fetch", "--config", str(cfg), "--root", str(root))
+    out = corpus(
+        "run",
+        "--stage",
+        "shard",
+        "--config",
+        str(cfg),
+        "--root",
+        str(root),
+        "--workers",
+        str(workers),
+    )
+    return json.loads(out.stdout)
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
+def test_tinystories_shards_publish_verify_and_rerun(tmp_path: Path) -> None:
+    cfg = config(tmp_path, tiny_source())
+    root = tmp_path / "root"
+    summary = build(cfg, root)
+    manifest = root / str(summary["manifest"])
+    m = json.loads(manifest.read_text())
+    assert m["kind"] == "shards" and m["documents_in"] == 1728
+    assert m["duplicates"] == {"exact": 0, "near": 0}  # the sample has no duplicates
+    assert summary["documents_out"] >= 1727 - 2
+    assert "fetched_at" not in manifest.read_text() and "time" not in json.dumps(m).lower()
+    rows = pq.read_table(manifest.parent / m["shards"][0]["name"])
+    assert rows.column_names == ["id", "text", "source", "license"]
+    assert (
+        rows.column("id")[0].as_py().startswith("tiny-")
+        and rows.column("source")[0].as_py() == "tiny"
+    )
+    assert corpus("verify", str(manifest)).returncode == 0
+    before = {p: p.stat().st_mtime_ns for p in manifest.parent.iterdir()}
+    again = json.loads(
+        corpus("run", "--stage", "shard", "--config", str(cfg), "--root", str(root)).stdout
+    )
+    assert again["cached"] is True and again["documents_out"] == summary["documents_out"]
+    assert {p: p.stat().st_mtime_ns for p in manifest.parent.iterdir()} == before
+
+
+def test_verify_catches_a_changed_shard(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    manifest = root / str(build(config(tmp_path, tiny_source()), root)["manifest"])
+    shard = manifest.parent / "shard-00000.parquet"
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    proc = corpus("verify", str(manifest), check=False)
+    assert proc.returncode == 65
+    assert "shard-00000.parquet: sha256 differs" in proc.stderr
+
+
+def test_disallowed_license_exits_65_before_anything(tmp_path: Path) -> None:
+    cfg = config(tmp_path, tiny_source(license="cc-by-nc-4.0"))
+    root = tmp_path / "root"
+    corpus("run", "--stage", "fetch", "--config", str(cfg), "--root", str(root))
+    proc = corpus("run", "--stage", "shard", "--config", str(cfg), "--root", str(root), check=False)
+    assert proc.returncode == 65
+    assert "'tiny'" in proc.stderr and "cc-by-nc-4.0" in proc.stderr and "cc0-1.0" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (root / "corpus").exists() and not (root / "work").exists()
+
+
+def test_unfetched_source_exits_65(tmp_path: Path) -> None:
+    cfg = config(tmp_path, tiny_source())
+    proc = corpus(
+        "run",
+        "--stage",
+        "shard",
+        "--config",
+        str(cfg),
+        "--root",
+        str(tmp_path / "root"),
+        check=False,
+    )
+    assert proc.returncode == 65 and "was not fetched" in proc.stderr
+
+
+def test_raw_file_changed_after_fetch_exits_65(tmp_path: Path) -> None:
+    cfg = config(tmp_path, tiny_source())
+    root = tmp_path / "root"
+    corpus("run", "--stage", "fetch", "--config", str(cfg), "--root", str(root))
+    part = next((root / "raw").glob("tiny-*/part-00000.parquet"))
+    part.write_bytes(part.read_bytes() + b"x")
+    proc = corpus("run", "--stage", "shard", "--config", str(cfg), "--root", str(root), check=False)
+    assert proc.returncode == 65 and "differ from the ledger" in proc.stderr
+    assert not (root / "corpus").exists()
+
+
+def test_workers_1_and_2_give_identical_bytes(tmp_path: Path, bench_corpus: Path) -> None:
+    one, two = tmp_path / "w1", tmp_path / "w2"
+    s1 = build(bench_config(tmp_path, bench_corpus), one, workers=1)
+    s2 = build(bench_config(tmp_path, bench_corpus), two, workers=2)
+    assert s1["shards"] == s2["shards"] and int(str(s1["shards"])) > 1
+    assert tree(one / "corpus") == tree(two / "corpus")
+    assert s1["duplicates"]["exact"] > 0 and s1["duplicates"]["near"] > 0  # type: ignore[index]
+
+
+def _kill_when(cmd: list[str], ready: Callable[[], bool], limit: float = 120) -> bool:
+    """Start `cmd`, SIGKILL it once `ready()` holds; False when it finished first."""
+    proc = subprocess.Popen(
+        cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    deadline = time.monotonic() + limit
+    while proc.poll() is None and time.monotonic() < deadline:
+        if ready():
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return True
+        time.sleep(0.005)
+    proc.wait()
+    return False
+
+
+def test_killed_shard_resumes_byte_identical(tmp_path: Path, bench_corpus: Path) -> None:
+    cfg = bench_config(tmp_path, bench_corpus)
+    clean = tmp_path / "clean"
+    build(cfg, clean)
+    root = tmp_path / "killed"
+    corpus("run", "--stage", "fetch", "--config", str(cfg), "--root", str(root))
+    cmd = [
+        sys.executable,
+        "-m",
+        "corpus_assets.cli",
+        "run",
+        "--stage",
+        "shard",
+        "--config",
+        str(cfg),
+        "--root",
+        str(root),
+        "--workers",
+        "2",
+    ]
+
+    def tasks_done(n: int) -> Callable[[], bool]:
+        return lambda: len(list((root / "work").glob("*/shard/tasks/*.done"))) >= n
+
+    def writing() -> bool:
+        return any((root / "work").glob("*/shard/staging/shard-*.parquet"))
+
+    kills = [
+        _kill_when(cmd, tasks_done(1)),
+        _kill_when(cmd, tasks_done(2)),
+        _kill_when(cmd, writing),
+    ]
+    assert any(kills), "no kill landed inside the stage"
+    final = corpus("run", "--stage", "shard", "--config", str(cfg), "--root", str(root))
+    assert "resuming" in final.stderr or not kills[1]
+    assert tree(root / "corpus") == tree(clean / "corpus")
+    assert not list((root / "work").glob("*/shard"))
