@@ -10,7 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from corpus_assets.core.errors import ConfigError
 
@@ -86,11 +93,22 @@ class DedupSpec(_Section):
     exact: bool = True
     near: bool = True
     ngram: int = Field(default=5, ge=1, le=32)
-    num_perm: int = Field(default=112, ge=8, le=1024)
-    bands: int = Field(default=14, ge=1)
-    threshold: float = Field(default=0.8, gt=0.0, le=1.0)
+    num_perm: int = Field(default=120, ge=8, le=1024)
+    bands: int = Field(default=20, ge=1)
+    threshold: float = Field(default=0.7, gt=0.0, le=1.0)
     confirm: bool = True
     seed: int = 1
+
+    @field_validator("bands")
+    @classmethod
+    def _bands_divide_num_perm(cls, value: int, info: Any) -> int:
+        num_perm = info.data.get("num_perm")
+        if isinstance(num_perm, int) and num_perm % value:
+            allowed = ", ".join(str(b) for b in range(1, num_perm + 1) if num_perm % b == 0)
+            raise ValueError(
+                f"bands = {value} must divide num_perm = {num_perm}; allowed: {allowed}"
+            )
+        return value
 
 
 class PiiSpec(_Section):
@@ -120,13 +138,29 @@ class ShardSpec(_Section):
 
 
 class TokenizerSpec(_Section):
-    """`bytes`, or a Hugging Face `tokenizers` tokenizer by file path or hub name."""
+    """`bytes`, or a Hugging Face `tokenizers` tokenizer by file path or hub name.
+
+    `path` is a `tokenizer.json` (relative to the config file); without it `id` is a hub name.
+    EOS is `eos_id`, else the id of `eos_token`, else the tokenizer's own end-of-text token
+    (`bytes`: 256). `batch_size` is documents per encode call (memory, not output).
+    """
 
     id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
-    path: str | None = None
-    eos_id: int | None = Field(default=None, ge=0)
-    eos_token: str | None = None
-    batch_size: int = Field(default=1000, ge=1)
+    path: str | None = Field(default=None, min_length=1)
+    eos_id: int | None = Field(default=None, ge=0, lt=2**32)
+    eos_token: str | None = Field(default=None, min_length=1)
+    batch_size: int = Field(default=1000, ge=1, le=1_000_000)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TokenizerSpec:
+        if self.eos_id is not None and self.eos_token is not None:
+            raise ValueError("set eos_id or eos_token, not both")
+        if self.id == "bytes":
+            if self.path is not None or self.eos_token is not None:
+                raise ValueError("the bytes tokenizer takes no path or eos_token")
+            if self.eos_id not in (None, 256):  # bytes 0-255, then EOS
+                raise ValueError("the bytes tokenizer's eos_id is 256")
+        return self
 
 
 class CorpusConfig(_Section):
@@ -364,4 +398,18 @@ def load_config(path: str | Path) -> LoadedConfig:
     except OSError as exc:
         raise ConfigError(f"cannot read config file {p}: {exc.strerror}") from None
     raw = parse_text(text, p.suffix[1:])
-    return validate(raw, p.resolve().parent)
+    return validate(raw, _base_dir(p))
+
+
+ORIGIN_SUFFIX = ".origin.json"
+
+
+def _base_dir(p: Path) -> Path:
+    """The config's own folder, or the original one recorded beside a registered copy."""
+    origin = p.with_name(f"{p.stem}{ORIGIN_SUFFIX}")
+    if p.suffix == ".json" and origin.is_file():
+        try:
+            return Path(json.loads(origin.read_text(encoding="utf-8"))["base_dir"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"unreadable {origin}: {exc}") from None
+    return p.resolve().parent

@@ -1,0 +1,139 @@
+"""PII scrubbing: emails, public IP addresses and phone numbers become typed placeholders."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+from corpus_assets.core.config import PiiSpec
+
+EMAIL = "email"
+IP = "ip"
+PHONE = "phone"
+KINDS = (EMAIL, IP, PHONE)
+PLACEHOLDERS = {EMAIL: "<EMAIL>", IP: "<IP_ADDRESS>", PHONE: "<PHONE>"}
+
+_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}(?![\w-])")
+# Not glued to a word or a longer dotted number: "v1.2.3.4" and "1.2.3.4.5" are versions.
+_IPV4 = re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?!\.?\d)", re.ASCII)
+_IPV6 = re.compile(
+    r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f]{1,4})?(?![\w:])",
+    re.ASCII,
+)
+_VERSION_BEFORE = re.compile(r"(?i:\b(?:version|ver|release|build|firmware|rev)\.?\s*)$")
+_PHONE = re.compile(
+    r"""(?<![\w.+-])
+    (?: \+\d{1,3}(?:[-.\ ]?\(\d{1,4}\)|[-.\ ]\d{1,8}){1,6}    # +44 20 7946 0958, +1 (555) 123-4567
+      | \+\d{8,15}                                            # +14155552671
+      | (?:1[-.\ ])?\(\d{3}\)\ ?\d{3}[-.\ ]\d{4}              # (555) 123-4567, 1 (555) 123 4567
+      | (?:1[-.])?\d{3}([-.])\d{3}\1\d{4}                     # 555-123-4567, 1-800-555-1234
+    )(?!\d|[-.]\d)""",
+    re.VERBOSE | re.ASCII,
+)
+# Cheap tests that rule a kind out for most texts: each regex starts with a literal character,
+# which the regex engine scans for at memchr speed (a leading class or lookbehind is ~20x slower).
+_IPV4_HINT = re.compile(r"\.\d{1,3}\.\d{1,3}\.", re.ASCII)
+_IPV6_HINT = re.compile(r"::|:[0-9A-Fa-f]{1,4}:")
+_PHONE_HINTS = tuple(
+    re.compile(p, re.ASCII)
+    for p in (r"\+\d", r"-\d{3}[-.]\d{4}", r"\.\d{3}[-.]\d{4}", r"\) ?\d{3}[-. ]\d{4}")
+)
+_DIGIT = re.compile(r"\d", re.ASCII)
+_E164_DIGITS = range(8, 16)
+
+
+@dataclass(frozen=True)
+class _Detector:
+    """One kind of PII: a cheap hint, a pattern, and a test that a match really is one."""
+
+    kind: str
+    hint: Callable[[str], object]
+    pattern: re.Pattern[str]
+    accept: Callable[[re.Match[str]], bool]
+
+
+def _ipv4_hint(text: str) -> bool:
+    return _has_digit(text) and _IPV4_HINT.search(text) is not None
+
+
+def _phone_hint(text: str) -> bool:
+    return _has_digit(text) and any(hint.search(text) for hint in _PHONE_HINTS)
+
+
+def _has_digit(text: str) -> bool:
+    """Ten substring scans: faster still than one regex over a text without digits."""
+    return any(digit in text for digit in "0123456789")
+
+
+def _public(address: str) -> bool:
+    """A globally routable unicast address (private, loopback, link-local, docs ranges are not)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return ip.is_global and not ip.is_multicast
+
+
+def _is_ipv4(match: re.Match[str]) -> bool:
+    start = match.start()
+    after_version_word = _VERSION_BEFORE.search(match.string, max(0, start - 16), start)
+    return after_version_word is None and _public(match.group())
+
+
+def _is_ipv6(match: re.Match[str]) -> bool:
+    value = match.group()
+    return _DIGIT.search(value) is not None and _public(value)
+
+
+def _is_phone(match: re.Match[str]) -> bool:
+    value = match.group()
+    return not value.startswith("+") or sum(map(str.isdigit, value)) in _E164_DIGITS
+
+
+_DETECTORS = {
+    EMAIL: (_Detector(EMAIL, lambda t: "@" in t, _EMAIL, lambda m: True),),
+    IP: (
+        _Detector(IP, _IPV6_HINT.search, _IPV6, _is_ipv6),
+        _Detector(IP, _ipv4_hint, _IPV4, _is_ipv4),
+    ),
+    PHONE: (_Detector(PHONE, _phone_hint, _PHONE, _is_phone),),
+}
+
+
+class Scrubber:
+    """Replaces the PII kinds enabled in a `PiiSpec` by `<EMAIL>`, `<IP_ADDRESS>`, `<PHONE>`."""
+
+    def __init__(self, spec: PiiSpec) -> None:
+        wanted = {EMAIL: spec.email, IP: spec.ip, PHONE: spec.phone}
+        self.kinds = tuple(k for k in KINDS if spec.enabled and wanted[k])
+        self._detectors = tuple(d for k in self.kinds for d in _DETECTORS[k])
+
+    def scrub(self, text: str) -> tuple[str, dict[str, int]]:
+        """The text with PII replaced, and replacements by kind (always every kind, maybe 0)."""
+        text, found = self._run(text)
+        counts = dict.fromkeys(KINDS, 0)
+        for kind, _ in found:
+            counts[kind] += 1
+        return text, counts
+
+    def find(self, text: str) -> list[tuple[str, str]]:
+        """Every (kind, value) that `scrub` replaces, in the order it replaces them."""
+        return self._run(text)[1]
+
+    def _run(self, text: str) -> tuple[str, list[tuple[str, str]]]:
+        found: list[tuple[str, str]] = []
+        for detector in self._detectors:
+            if detector.hint(text):
+                text = detector.pattern.sub(partial(_swap, detector, found), text)
+        return text, found
+
+
+def _swap(detector: _Detector, found: list[tuple[str, str]], match: re.Match[str]) -> str:
+    """The placeholder for an accepted match (noted in `found`), else the match unchanged."""
+    if not detector.accept(match):
+        return match.group()
+    found.append((detector.kind, match.group()))
+    return PLACEHOLDERS[detector.kind]
