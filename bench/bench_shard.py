@@ -30,7 +30,10 @@ BARS = {"exact_removed": 0.995, "near_removed": 0.95, "unique_kept": 0.99, "junk
 
 def corpus(args: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "corpus_assets.cli", *args]
-    return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw)
+    proc = subprocess.run(cmd, text=True, capture_output=True, **kw)
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr}")
+    return proc
 
 
 def write_config(path: Path, source_path: Path, name: str, license: str) -> Path:
@@ -47,8 +50,19 @@ def timed_shard(config: Path, root: Path, workers: int) -> tuple[dict[str, objec
     """Run the shard stage; return its summary, wall seconds and children's CPU seconds."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    out = corpus(["run", "--stage", "shard", "--config", str(config), "--root", str(root),
-                  "--workers", str(workers)])
+    out = corpus(
+        [
+            "run",
+            "--stage",
+            "shard",
+            "--config",
+            str(config),
+            "--root",
+            str(root),
+            "--workers",
+            str(workers),
+        ]
+    )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -90,6 +104,7 @@ def score(truth: dict[str, object], kept: dict[str, str]) -> dict[str, object]:
 
 def editions_kept(out: Path) -> tuple[int, int]:
     """(plays with two editions, of which both were kept) after a shard run over the plays."""
+    out.mkdir(parents=True, exist_ok=True)
     cfg = write_config(out / "plays.toml", PLAYS, "plays", "public-domain")
     corpus(["run", "--stage", "fetch", "--config", str(cfg), "--root", str(out / "root")])
     summary, _, _ = timed_shard(cfg, out / "root", 2)
@@ -112,12 +127,15 @@ def main() -> int:
     out = args.out.resolve()
     data = out / f"corpus-{args.mb:g}mb"
     if not (data / "truth.json").exists():
-        subprocess.run([sys.executable, str(MAKE_CORPUS), "--out", str(data), "--mb",
-                        str(args.mb)], check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, str(MAKE_CORPUS), "--out", str(data), "--mb", str(args.mb)],
+            check=True,
+            capture_output=True,
+        )
     truth = json.loads((data / "truth.json").read_text(encoding="utf-8"))
     root = out / f"root-{args.mb:g}mb-w{args.workers}"
     subprocess.run(["rm", "-rf", str(root)], check=True)
-    cfg = write_config(out / "bench.toml", data, "bench", "cdla-sharing-1.0")
+    cfg = write_config(out / "bench.toml", data / "part-*.jsonl", "bench", "cdla-sharing-1.0")
     corpus(["run", "--stage", "fetch", "--config", str(cfg), "--root", str(root)])
     summary, wall, cpu = timed_shard(cfg, root, args.workers)
     result = score(truth, read_shards(root, str(summary["manifest"])))

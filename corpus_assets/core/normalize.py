@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import re
 import unicodedata
 
 import xxhash
-
-_WS = re.compile(r"\s+")
 
 
 def normalize(text: str) -> str:
@@ -21,7 +18,7 @@ def normalize(text: str) -> str:
 
 def collapse(text: str) -> str:
     """Every run of whitespace as one space: copies differing only in spacing compare equal."""
-    return _WS.sub(" ", text).strip()
+    return " ".join(text.split())
 
 
 def exact_key(text: str) -> bytes:

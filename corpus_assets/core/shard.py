@@ -63,12 +63,12 @@ def shard(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) -
     outputs = run_tasks(cfg, layout, tasks, work / "tasks", workers, progress)
     progress.note(f"deduplicating {sum(o.kept for o in outputs):,} filtered documents")
     exact, near = duplicates(cfg, outputs, work / "tasks")
-    progress.note(f"duplicates: {int(exact.sum()):,} exact, {int(near.sum()):,} near; writing shards")
+    progress.note(
+        f"duplicates: {int(exact.sum()):,} exact, {int(near.sum()):,} near; writing shards"
+    )
     staging = fresh_dir(work / "staging")
     shards, written = write_shards(cfg, outputs, work / "tasks", exact | near, staging)
-    manifest = _manifest(
-        cfg, sources, outputs, int(exact.sum()), int(near.sum()), shards, written
-    )
+    manifest = _manifest(cfg, sources, outputs, int(exact.sum()), int(near.sum()), shards, written)
     write_json(staging / MANIFEST, manifest)
     publish_dir(staging, final)
     remove_tree(work)
@@ -95,14 +95,23 @@ def check_sources(cfg: LoadedConfig, layout: Layout) -> list[dict[str, Any]]:
                 "run the fetch stage first"
             )
         if entry["license"] not in allow:
-            raise DataError(f"source {spec.name!r}: ledger license {entry['license']!r} not allowed")
+            raise DataError(
+                f"source {spec.name!r}: ledger license {entry['license']!r} not allowed"
+            )
         problems = verify_files(layout.raw_source(key), entry["files"])
         if problems:
             raise DataError(
                 f"source {spec.name!r}: raw files differ from the ledger: {'; '.join(problems)}"
             )
-        checked.append({"name": spec.name, "source_key": key, "license": entry["license"],
-                        "documents": entry["documents"], "files": entry["files"]})
+        checked.append(
+            {
+                "name": spec.name,
+                "source_key": key,
+                "license": entry["license"],
+                "documents": entry["documents"],
+                "files": entry["files"],
+            }
+        )
     return checked
 
 
@@ -116,12 +125,15 @@ def verify_shards(manifest_path: Path, doc: dict[str, Any] | None = None) -> lis
     problems = verify_files(folder, m.get("shards", []))
     rows = sum(s["rows"] for s in m.get("shards", []))
     if rows != m.get("documents_out"):
-        problems.append(f"{manifest_path}: shards hold {rows} rows, documents_out says "
-                        f"{m.get('documents_out')}")
+        problems.append(
+            f"{manifest_path}: shards hold {rows} rows, documents_out says {m.get('documents_out')}"
+        )
     dropped = sum(m.get("dropped", {}).values()) + sum(m.get("duplicates", {}).values())
     if m.get("documents_in") != rows + dropped:
-        problems.append(f"{manifest_path}: documents_in {m.get('documents_in')} != out {rows} + "
-                        f"dropped {dropped}")
+        problems.append(
+            f"{manifest_path}: documents_in {m.get('documents_in')} != out {rows} + "
+            f"dropped {dropped}"
+        )
     if not problems:
         for s in m.get("shards", []):
             actual = pq.ParquetFile(folder / s["name"]).metadata.num_rows
@@ -183,5 +195,3 @@ def _manifest(
         "shards": shards,
         "code_version": CODE_VERSION,
     }
-
-

@@ -32,8 +32,13 @@ from corpus_assets.core.version import CODE_VERSION
 
 PII_KINDS = ("email", "ip", "phone")
 TASK_SCHEMA = pa.schema(
-    [("id", pa.string()), ("text", pa.string()), ("source", pa.string()),
-     ("license", pa.string()), ("text_bytes", pa.int64())]
+    [
+        ("id", pa.string()),
+        ("text", pa.string()),
+        ("source", pa.string()),
+        ("license", pa.string()),
+        ("text_bytes", pa.int64()),
+    ]
     + [(f"pii_{k}", pa.int32()) for k in PII_KINDS]
 )
 
@@ -140,7 +145,9 @@ def run_task(cfg: LoadedConfig, task: Task, task_dir: Path) -> TaskOutput:
             dropped[reason] += 1
     _write_task(cfg, table.take(rows), texts, task_dir, task.index)
     out = TaskOutput(task.index, table.num_rows, bytes_in, len(rows), dict(sorted(dropped.items())))
-    write_json(task_path(task_dir, task.index, ".done"), {**asdict(out), "code_version": CODE_VERSION})
+    write_json(
+        task_path(task_dir, task.index, ".done"), {**asdict(out), "code_version": CODE_VERSION}
+    )
     return out
 
 

@@ -77,8 +77,14 @@ class _ShardSink:
         path = self._path()
         with open(path, "rb+") as fh:
             os.fsync(fh.fileno())
-        self.shards.append({"name": path.name, "sha256": file_sha256(path),
-                            "bytes": path.stat().st_size, "rows": self.rows})
+        self.shards.append(
+            {
+                "name": path.name,
+                "sha256": file_sha256(path),
+                "bytes": path.stat().st_size,
+                "rows": self.rows,
+            }
+        )
         self.writer, self.rows, self.size = None, 0, 0
 
 

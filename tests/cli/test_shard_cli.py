@@ -61,7 +61,7 @@ def bench_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def bench_config(tmp: Path, data: Path) -> Path:
     return config(
         tmp,
-        f'[[sources]]\nname = "bench"\nkind = "jsonl"\npath = "{data}"\n'
+        f'[[sources]]\nname = "bench"\nkind = "jsonl"\npath = "{data}/part-*.jsonl"\n'
         f'id_field = "id"\nlicense = "cdla-sharing-1.0"\n'
         "[shards]\ntarget_mb = 1.0\n",
     )
