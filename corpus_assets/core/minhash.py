@@ -1,0 +1,349 @@
+"""MinHash-LSH near-duplicate detection over word n-grams (the near dedup of the shard stage).
+
+Use
+    Phase 1, in the workers: `signatures(texts, spec)` for each batch of (normalized) texts;
+    save the uint32 arrays. Phase 2, in one process: concatenate every batch's signatures in
+    the corpus's global order and call `near_duplicates(sigs, spec, confirm)` (or
+    `duplicate_of` for the kept row each dropped one matched). With `spec.confirm`, pass
+    `confirm=lambda i, j: jaccard(text(i), text(j), spec.ngram) >= spec.threshold`, where
+    `text(k)` re-reads row k; `candidate_rows` lists the rows it can be asked about, so their
+    texts can be fetched in one sequential pass. Phase 2 holds the signatures plus one int64 per
+    row and band.
+
+Shingles
+    A text is lowercased (`str.lower`) and UTF-8 encoded. A *word* is a maximal run of ASCII
+    letters and digits and of non-ASCII characters other than the Latin-1 symbols
+    (U+0080-U+00BF), General Punctuation (U+2000-U+207F) and CJK punctuation (U+3000-U+303F);
+    everything else (spaces, ASCII punctuation, curly quotes, dashes) separates words. So case,
+    punctuation and spacing do not matter, and callers may pass text that is not
+    whitespace-collapsed; they should pass NFC text (the shard stage's `normalize`), or the same
+    letter in two forms counts as two words. Each word gets a 64-bit hash (its 8-byte blocks
+    times fixed pseudo-random weights, finalized by splitmix64), `ngram` consecutive word hashes
+    are combined by an order-sensitive linear form, and the shingle is the top 32 bits of that
+    (the seed does not enter here, so `jaccard` does not depend on it). A text with fewer
+    than `ngram` words has one shingle made of all its words (the empty text: of none), so every
+    text has a well-defined signature.
+
+Signature
+    `num_perm` hash functions h_i(x) = a_i * (x + c_i) mod 2^32, with odd a_i and c_i derived
+    from `seed` by splitmix64; signature[i] = min over the text's shingles of h_i. Every step is
+    numpy integer arithmetic on a whole batch at once (no Python `hash()`, no per-word Python
+    objects), so a text's signature is the same in any process, on any machine, and in any batch.
+    Signatures are `uint32`, shape (n, num_perm).
+
+Candidates (LSH)
+    The signature is cut into `bands` bands of `num_perm / bands` rows; each band of each row is
+    hashed to a 64-bit bucket key, and two rows sharing a bucket in any band are candidates. The
+    probability for a pair of Jaccard J is 1 - (1 - J^r)^b; the defaults (120 = 20 x 6) put the
+    S-curve's midpoint near 0.6: a 0.75 pair becomes a candidate with p ~ 0.98, a 0.8 pair with
+    p ~ 0.998, a 0.3 pair with p ~ 0.015.
+
+Verification
+    A candidate pair is a near duplicate when its Jaccard is >= `threshold`: by default estimated
+    from the signatures (the fraction of equal minhash values); with a `confirm(i, j)` callback
+    (used when `DedupSpec.confirm` is set) the callback decides, typically as
+    `jaccard(text_i, text_j, spec.ngram) >= spec.threshold` on the re-read texts. Candidates whose
+    estimate lies more than six standard errors below the threshold are rejected without a call.
+
+Which rows are dropped
+    Rows are taken in the caller's global order. A row is dropped when it is a verified near
+    duplicate of an earlier row that was KEPT; rows already dropped are not compared against.
+    So every dropped row has a kept row within the threshold (its reason for being dropped stays
+    in the output), no two kept rows are verified near duplicates of each other, and there is
+    no chaining: in A, B, C where B is an edit of A and C an edit of B but C is far from A, only B
+    is dropped (keep-first over connected candidate clusters would also drop C, a document that
+    nothing in the output resembles). It also bounds the work: a row is verified only against the
+    few kept rows of its buckets, never against a cluster's dropped copies.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import xxhash
+from numpy.typing import NDArray
+
+from corpus_assets.core.config import DedupSpec
+from corpus_assets.core.errors import ConfigError
+
+U32 = NDArray[np.uint32]
+U64 = NDArray[np.uint64]
+
+_CHUNK = 8192  # shingles per (num_perm x chunk) block: stays within a core's L2 cache
+_SIGMAS = 6.0  # confirm is skipped for estimates this many standard errors below threshold
+
+# Word bytes: ASCII letters and digits, and every byte of a non-ASCII character (see below).
+_WORD_BYTE = np.zeros(256, dtype=bool)
+for _lo, _hi in ((0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A), (0x80, 0xFF)):
+    _WORD_BYTE[_lo : _hi + 1] = True
+# Non-ASCII punctuation and spaces: (lead byte, second byte range, character length in bytes).
+_PUNCT_SEQUENCES = ((0xC2, 0x80, 0xBF, 2), (0xE2, 0x80, 0x81, 3), (0xE3, 0x80, 0x80, 3))
+# The low k bytes of a uint64, for k = 0..8.
+_LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype=np.uint64)
+
+
+def signatures(texts: Sequence[str], spec: DedupSpec) -> U32:
+    """MinHash signatures of a batch of texts: uint32, shape (len(texts), num_perm)."""
+    a, b = _permutations(spec)
+    out = np.full((spec.num_perm, len(texts)), np.iinfo(np.uint32).max, dtype=np.uint32)
+    for hashes, owner in _shingle_parts(texts, spec.ngram):
+        _min_into(out, (hashes >> np.uint64(32)).astype(np.uint32), owner, a, b)
+    return np.ascontiguousarray(out.T)
+
+
+def shingles(text: str, ngram: int) -> U64:
+    """The sorted distinct 64-bit shingle hashes of one text (the set its signature samples)."""
+    return np.unique(np.concatenate([h for h, _ in _shingle_parts([text], ngram)]))
+
+
+def jaccard(a: str, b: str, ngram: int) -> float:
+    """Exact Jaccard similarity of the word n-gram sets of two texts (shingled as signatures)."""
+    sa, sb = shingles(a, ngram), shingles(b, ngram)
+    common = np.intersect1d(sa, sb, assume_unique=True).size
+    return common / (sa.size + sb.size - common)
+
+
+def estimate(sigs: U32, i: int, j: int) -> float:
+    """The Jaccard estimate of rows i and j: the fraction of equal minhash values."""
+    return int(np.count_nonzero(sigs[i] == sigs[j])) / int(sigs.shape[1])
+
+
+def near_duplicates(
+    sigs: U32, spec: DedupSpec, confirm: Callable[[int, int], bool] | None = None
+) -> NDArray[np.bool_]:
+    """Rows that are near duplicates of an earlier kept row (see the module docstring)."""
+    return duplicate_of(sigs, spec, confirm) >= 0
+
+
+def duplicate_of(
+    sigs: U32, spec: DedupSpec, confirm: Callable[[int, int], bool] | None = None
+) -> NDArray[np.int64]:
+    """Per row, the earlier kept row it near-duplicates, or -1 for a row that is kept."""
+    _check_shape(sigs, spec)
+    buckets = _bucket_ids(sigs, spec)
+    verify = _verifier(sigs, spec, confirm)
+    partner = np.full(sigs.shape[0], -1, dtype=np.int64)
+    kept_in: dict[int, list[int]] = {}
+    involved = _involved(buckets)
+    for j, row in zip(involved.tolist(), buckets[involved].tolist(), strict=True):
+        mine = [bucket for bucket in row if bucket >= 0]
+        found = _kept_match(j, mine, kept_in, verify)
+        if found >= 0:
+            partner[j] = found
+        else:
+            for bucket in mine:
+                kept_in.setdefault(bucket, []).append(j)
+    return partner
+
+
+def candidate_rows(sigs: U32, spec: DedupSpec) -> NDArray[np.intp]:
+    """Rows sharing an LSH bucket with another row: the only rows `confirm` may be asked about."""
+    _check_shape(sigs, spec)
+    return _involved(_bucket_ids(sigs, spec))
+
+
+# Phase 1: shingles and signatures.
+
+
+def _shingle_parts(texts: Sequence[str], ngram: int) -> list[tuple[U64, NDArray[np.intp]]]:
+    """Shingle hashes of a batch with the text each belongs to: n-grams, then short texts."""
+    buf, text_starts = _encode(texts)
+    word_starts, word_ends = _words(buf)
+    words = _word_hashes(buf, word_starts, word_ends - word_starts)
+    counts = np.diff(np.searchsorted(word_starts, text_starts), append=len(word_starts))
+    owner = np.repeat(np.arange(len(texts)), counts)
+    starts = np.flatnonzero(owner[: max(len(owner) - ngram + 1, 0)] == owner[ngram - 1 :])
+    short = np.flatnonzero(counts < ngram)
+    return [
+        (_combine(words, ngram, starts), owner[starts]),
+        (_short_shingles(words, counts, short, ngram), short),
+    ]
+
+
+def _encode(texts: Sequence[str]) -> tuple[NDArray[np.uint8], NDArray[np.intp]]:
+    """Lowercased UTF-8 of the texts joined by spaces (plus 8 NULs), and where each starts."""
+    parts = [t.lower().encode("utf-8", "surrogatepass") for t in texts]
+    sizes = np.fromiter((len(p) + 1 for p in parts), dtype=np.intp, count=len(parts))
+    starts = np.cumsum(sizes) - sizes
+    parts.append(bytes(8))
+    return np.frombuffer(b" ".join(parts), dtype=np.uint8), starts
+
+
+def _words(buf: NDArray[np.uint8]) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """The start and end byte offset of every word in the buffer."""
+    mask = np.zeros(len(buf) + 2, dtype=bool)
+    mask[1:-1] = _WORD_BYTE[buf]
+    leads = np.flatnonzero(buf >= 0xC2)
+    for lead, lo, hi, width in _PUNCT_SEQUENCES:
+        at = leads[buf[leads] == lead]
+        at = at[(buf[at + 1] >= lo) & (buf[at + 1] <= hi)]
+        for k in range(width):
+            mask[at + k + 1] = False
+    edges = np.flatnonzero(mask[1:] != mask[:-1])
+    return edges[0::2], edges[1::2]
+
+
+def _word_hashes(
+    buf: NDArray[np.uint8], starts: NDArray[np.intp], lengths: NDArray[np.intp]
+) -> U64:
+    """A 64-bit hash of each word: its 8-byte blocks times per-block weights, then splitmix64."""
+    windows = _windows(buf)
+    weights = _constants(b"block", int(lengths.max(initial=0)) // 8 + 1)
+    summed = (windows[starts] & _LOW_BYTES[np.minimum(lengths, 8)]) * weights[0]
+    longer = np.flatnonzero(lengths > 8)
+    if len(longer):
+        blocks = (lengths[longer] - 1) // 8  # blocks after the first
+        first = np.cumsum(blocks) - blocks
+        block = np.arange(1, int(blocks.sum()) + 1) - np.repeat(first, blocks)
+        at = np.repeat(starts[longer], blocks) + 8 * block
+        left = np.minimum(np.repeat(lengths[longer], blocks) - 8 * block, 8)
+        terms = (windows[at] & _LOW_BYTES[left]) * weights[block]
+        summed[longer] += np.add.reduceat(terms, first)
+    return _splitmix(summed + lengths.astype(np.uint64) * _constants(b"len", 1))
+
+
+def _windows(buf: NDArray[np.uint8]) -> U64:
+    """Every 8 consecutive bytes of the buffer as a little-endian uint64 (one per start byte)."""
+    return np.ndarray((len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,))
+
+
+def _combine(words: U64, ngram: int, starts: NDArray[np.intp]) -> U64:
+    """n-gram hashes at the given start word positions: sum of word hash x position weight."""
+    weights = _constants(b"ngram", ngram)
+    width = max(len(words) - ngram + 1, 0)
+    out = np.zeros(width, dtype=np.uint64)
+    for k in range(ngram):
+        out += words[k : k + width] * weights[k]
+    return out[starts]
+
+
+def _short_shingles(
+    words: U64, counts: NDArray[np.intp], short: NDArray[np.intp], ngram: int
+) -> U64:
+    """The single shingle of each text with fewer than ngram words: all its words combined."""
+    weights = _constants(b"ngram", ngram)
+    firsts = (np.cumsum(counts) - counts)[short]
+    counts = counts[short]
+    out = np.repeat(_constants(b"short", 1), len(short))
+    for k in range(ngram - 1):
+        has = counts > k
+        out[has] += words[firsts[has] + k] * weights[k]
+    return out
+
+
+def _min_into(out: U32, shingles32: U32, owner: NDArray[np.intp], a: U32, c: U32) -> None:
+    """Lower out[:, text] to the minimum of a * (x + c) mod 2^32 over each text's shingles."""
+    block = np.empty((len(a), _CHUNK), dtype=np.uint32)
+    col_a, col_c = a[:, None], c[:, None]
+    for lo in range(0, len(shingles32), _CHUNK):
+        x = shingles32[lo : lo + _CHUNK]
+        who = owner[lo : lo + _CHUNK]
+        segments = np.flatnonzero(np.diff(who, prepend=-1))
+        work = block[:, : len(x)]
+        np.add(col_c, x, out=work)
+        np.multiply(work, col_a, out=work)
+        texts = who[segments]
+        out[:, texts] = np.minimum(out[:, texts], np.minimum.reduceat(work, segments, axis=1))
+
+
+def _permutations(spec: DedupSpec) -> tuple[U32, U32]:
+    """Multipliers (odd) and pre-offsets of the num_perm hash functions, from the seed."""
+    seed = f"perm:{spec.seed}".encode()
+    a = (_constants(seed + b":a", spec.num_perm) >> np.uint64(32)).astype(np.uint32)
+    b = (_constants(seed + b":b", spec.num_perm) >> np.uint64(32)).astype(np.uint32)
+    return a | np.uint32(1), b
+
+
+def _constants(tag: bytes, count: int) -> U64:
+    """`count` pseudo-random 64-bit constants for a tag: splitmix64 of a counter from its xxh3."""
+    start = np.uint64(xxhash.xxh3_64_intdigest(tag))
+    return _splitmix(np.arange(1, count + 1, dtype=np.uint64) + start)
+
+
+def _splitmix(z: U64) -> U64:
+    """The splitmix64 finalizer, elementwise (wrapping uint64 arithmetic)."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+# Phase 2: buckets, verification, keep-first.
+
+
+def _check_shape(sigs: U32, spec: DedupSpec) -> None:
+    """Fail on signatures that do not match the spec (wrong width, dtype or band split)."""
+    if sigs.ndim != 2 or sigs.shape[1] != spec.num_perm or sigs.dtype != np.uint32:
+        raise ConfigError(
+            f"signatures of shape {sigs.shape} and dtype {sigs.dtype} do not match "
+            f"num_perm = {spec.num_perm}; expected (rows, {spec.num_perm}) uint32"
+        )
+    if spec.num_perm % spec.bands:
+        raise ConfigError(f"bands = {spec.bands} must divide num_perm = {spec.num_perm}")
+
+
+def _bucket_ids(sigs: U32, spec: DedupSpec) -> NDArray[np.int64]:
+    """Per row and band, an id of the row's bucket shared with other rows, or -1 if alone."""
+    rows = spec.num_perm // spec.bands
+    out = np.full((sigs.shape[0], spec.bands), -1, dtype=np.int64)
+    next_id = 0
+    for band in range(spec.bands):
+        keys = _band_keys(sigs[:, band * rows : (band + 1) * rows])
+        order = np.argsort(keys)  # ids follow key order, so stability is not needed
+        ordered = keys[order]
+        fresh = np.ones(len(ordered), dtype=bool)
+        fresh[1:] = ordered[1:] != ordered[:-1]
+        group = np.cumsum(fresh) - 1
+        shared = np.bincount(group)[group] > 1
+        ids = np.cumsum(fresh & shared) - 1 + next_id
+        out[order[shared], band] = ids[shared]
+        next_id = int(ids[shared].max(initial=next_id - 1)) + 1
+    return out
+
+
+def _involved(buckets: NDArray[np.int64]) -> NDArray[np.intp]:
+    """Rows with at least one shared bucket, ascending."""
+    return np.flatnonzero((buckets >= 0).any(axis=1))
+
+
+def _band_keys(band: U32) -> U64:
+    """A 64-bit key for each row of one band of the signatures."""
+    if band.shape[1] % 2:
+        band = np.concatenate([band, np.zeros((band.shape[0], 1), dtype=np.uint32)], axis=1)
+    pairs = np.ascontiguousarray(band).view(np.uint64)
+    weights = _constants(b"band", pairs.shape[1])
+    keys = pairs[:, 0] * weights[0]
+    for k in range(1, pairs.shape[1]):
+        keys += pairs[:, k] * weights[k]
+    return _splitmix(keys)
+
+
+def _verifier(
+    sigs: U32, spec: DedupSpec, confirm: Callable[[int, int], bool] | None
+) -> Callable[[int, int], bool]:
+    """The near-duplicate test for a candidate pair (i earlier than j)."""
+    if confirm is None:
+        return lambda i, j: estimate(sigs, i, j) >= spec.threshold
+    floor = confirm_floor(spec)
+    return lambda i, j: estimate(sigs, i, j) >= floor and confirm(i, j)
+
+
+def confirm_floor(spec: DedupSpec) -> float:
+    """The estimate below which a candidate is rejected without calling `confirm`."""
+    t = spec.threshold
+    return t - _SIGMAS * math.sqrt(t * (1.0 - t) / spec.num_perm)
+
+
+def _kept_match(
+    j: int, buckets: list[int], kept_in: dict[int, list[int]], verify: Callable[[int, int], bool]
+) -> int:
+    """The first kept row sharing a bucket with row j that verifies as its near duplicate, or -1."""
+    tried: set[int] = set()
+    for bucket in buckets:
+        for i in kept_in.get(bucket, ()):
+            if i not in tried:
+                tried.add(i)
+                if verify(i, j):
+                    return i
+    return -1
