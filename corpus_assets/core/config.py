@@ -95,7 +95,7 @@ class DedupSpec(_Section):
     ngram: int = Field(default=5, ge=1, le=32)
     num_perm: int = Field(default=120, ge=8, le=1024)
     bands: int = Field(default=20, ge=1)
-    threshold: float = Field(default=0.7, gt=0.0, le=1.0)
+    threshold: float = Field(default=0.8, gt=0.0, le=1.0)
     confirm: bool = True
     seed: int = 1
 

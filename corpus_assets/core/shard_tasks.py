@@ -117,7 +117,9 @@ def _execute(
         for task in pending:
             yield run_task(cfg, task, task_dir)
         return
-    ctx = multiprocessing.get_context("forkserver")
+    # fork (Python's default on Linux) starts a worker in milliseconds; spawn re-imports for ~1 s
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    ctx = multiprocessing.get_context(method)
     with ProcessPoolExecutor(max_workers=min(workers, len(pending)), mp_context=ctx) as pool:
         futures = [pool.submit(run_task, cfg, task, task_dir) for task in pending]
         for future in futures:
