@@ -6,12 +6,15 @@ Builds the corpus with ../shared/bench/make_corpus.py (it writes truth.json), fe
 the shard stage in a subprocess (wall time and the children's CPU time), then scores the
 published shards against the truth. With --check it exits 1 when a quality bar is missed
 (CI runs it on a small corpus). Also checks that both editions of every Shakespeare play that
-has two are kept (they are not near duplicates).
+has two are kept (they are not near duplicates). If datatrove is installed (the bench extra),
+bench_datatrove.py then runs datatrove's equivalent chain on the same corpus; the report adds
+its numbers and our speedup over it.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import resource
 import subprocess
@@ -20,6 +23,7 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from near_truth import originals_that_are_near_copies
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -79,12 +83,16 @@ def read_shards(root: Path, manifest: str) -> dict[str, str]:
     return texts
 
 
+def unique_ids(truth: dict[str, object]) -> list[str]:
+    """Documents that truth.json calls unique: not a copy, not a near copy, not junk."""
+    special = set(truth["exact"]) | set(truth["near"]) | set(truth["junk"])
+    return [f"doc-{n:08d}" for n in range(int(truth["documents"])) if f"doc-{n:08d}" not in special]
+
+
 def score(truth: dict[str, object], kept: dict[str, str]) -> dict[str, object]:
     exact, near, junk = truth["exact"], truth["near"], truth["junk"]
     pii: dict[str, list[dict[str, str]]] = truth["pii"]
-    special = set(exact) | set(near) | set(junk)
-    total = int(truth["documents"])
-    originals = [f"doc-{n:08d}" for n in range(total) if f"doc-{n:08d}" not in special]
+    originals = unique_ids(truth)
     residue = {"email": 0, "ip": 0, "phone": 0}
     injected = dict.fromkeys(residue, 0)
     for doc_id, found in pii.items():
@@ -123,6 +131,7 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "shard")
     ap.add_argument("--check", action="store_true", help="exit 1 when a quality bar is missed")
+    ap.add_argument("--no-datatrove", action="store_true", help="skip the datatrove comparison")
     args = ap.parse_args()
     out = args.out.resolve()
     data = out / f"corpus-{args.mb:g}mb"
@@ -155,6 +164,24 @@ def main() -> int:
         "duplicates": summary["duplicates"],
         "pii_replaced": summary["pii"],
     }
+    near_copies = originals_that_are_near_copies(data, truth)
+    kept_ids = set(read_shards(root, str(summary["manifest"])))
+    truly_unique = [i for i in unique_ids(truth) if i not in near_copies]
+    report["generator_unique_that_are_near_copies"] = len(near_copies)
+    report["truly_unique_kept"] = round(
+        sum(i in kept_ids for i in truly_unique) / max(1, len(truly_unique)), 5
+    )
+    if args.no_datatrove:
+        report["datatrove"] = "skipped: --no-datatrove"
+    elif importlib.util.find_spec("datatrove") is None:
+        report["datatrove"] = "skipped: datatrove is not installed (the optional bench extra)"
+    else:  # its equivalent chain on the same input (bench_datatrove.py), for the ratio
+        from bench_datatrove import run_datatrove
+
+        dt = run_datatrove(data, out / f"datatrove-{args.mb:g}mb-w{args.workers}", args.workers)
+        report["datatrove"] = dt
+        report["speedup_vs_datatrove_wall"] = round(dt["wall_s"] / wall, 2)
+        report["speedup_vs_datatrove_cpu"] = round(dt["cpu_s"] / cpu, 2)
     print(json.dumps(report, indent=1))
     failed = [k for k, bar in BARS.items() if float(result[k]) < bar]
     failed += [f"pii_left.{k}" for k, v in result["pii_left"].items() if v]
