@@ -87,7 +87,7 @@ def fetch_source(
     final = layout.raw_source(key)
     if files is None and is_local(cfg, spec):
         files = expand_inputs(cfg, spec)
-    with hold(layout.raw_lock(key), f"raw cache of source {spec.name!r}"):
+    with hold(layout.raw_lock(key), f"raw cache of source {spec.name!r}", waiting=progress.note):
         if (final / SOURCE_FILE).exists():
             record = json.loads((final / SOURCE_FILE).read_text(encoding="utf-8"))
             if files is not None:

@@ -37,11 +37,11 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
 def record(layout: Layout, entry: dict[str, Any]) -> None:
     """Add a line for a completed fetch unless the ledger already holds the same one."""
     with hold(layout.raw / ".locks" / "LEDGER.lock", "the raw ledger"):
+        for stale in layout.raw.glob(f".{layout.ledger.name}.tmp-*"):  # from a killed writer
+            stale.unlink(missing_ok=True)
         existing = read(layout).get(entry["source_key"])
         if existing is not None and _same(existing, entry):
             return
-        for stale in layout.raw.glob(f".{layout.ledger.name}.tmp-*"):  # from a killed writer
-            stale.unlink(missing_ok=True)
         line = dict(entry, fetched_at=datetime.now(UTC).isoformat(timespec="seconds"))
         old = layout.ledger.read_bytes() if layout.ledger.exists() else b""
         new = json.dumps(line, sort_keys=True, ensure_ascii=False).encode("utf-8") + b"\n"

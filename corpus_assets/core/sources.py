@@ -192,6 +192,8 @@ def read_hf(cfg: LoadedConfig, spec: SourceSpec, cache_dir: Path) -> Iterator[Ra
     """A Hugging Face dataset: local data files by builder, or a hub id (needs the network)."""
     import datasets  # slow import, only for hf sources
 
+    # datasets logs a load error before raising it; the raised error becomes our one message
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)
     local = _local_hf_files(cfg, spec)
     try:
         if local is not None:
