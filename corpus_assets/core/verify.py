@@ -42,11 +42,16 @@ def verify_path(path: Path) -> list[str]:
     doc, problems = _load(path)
     if doc is None:
         return problems
+    if not isinstance(doc, dict):
+        return [f"{path}: a manifest must be a JSON object, got {type(doc).__name__}"]
     kind = doc.get("kind") if path.name == MANIFEST else "raw"
     verifier = VERIFIERS.get(str(kind))
     if verifier is None:
         return [f"{path}: unknown manifest kind {kind!r}; allowed: {', '.join(VERIFIERS)}"]
-    return verifier(path, doc)
+    try:
+        return verifier(path, doc)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        return [f"{path}: malformed {kind} manifest ({type(exc).__name__}: {exc})"]
 
 
 def _verify_raw(path: Path, doc: dict[str, Any]) -> list[str]:
@@ -63,4 +68,10 @@ def _verify_shards(path: Path, doc: dict[str, Any]) -> list[str]:
     return verify_shards(path, doc)
 
 
-VERIFIERS = {"raw": _verify_raw, "shards": _verify_shards}
+def _verify_tokens(path: Path, doc: dict[str, Any]) -> list[str]:
+    from corpus_assets.core.tokenize import verify_tokens
+
+    return verify_tokens(path, doc)
+
+
+VERIFIERS = {"raw": _verify_raw, "shards": _verify_shards, "tokens": _verify_tokens}
