@@ -55,21 +55,67 @@ def cmd_hash(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from corpus_assets.core import stages
+    from corpus_assets.dagster_report import pipes_if_launched
 
     if args.workers is not None and args.workers < 1:
         raise _usage(f"--workers must be at least 1, got {args.workers}")
-    result = stages.run_stage(
-        args.stage, Path(args.config), _root(args), workers=args.workers, emit=_emit
-    )
+    root = _root(args)
+    with pipes_if_launched() as pipes:
+        emit = _emit if pipes is None else pipes.tee(_emit)
+        result = stages.run_stage(
+            args.stage, Path(args.config), root, workers=args.workers, emit=emit
+        )
+        if pipes is not None:
+            pipes.materialized(result, root.resolve())
     _print_json(result)
     return EXIT_OK
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
     from corpus_assets.core import stages
+    from corpus_assets.dagster_report import pipes_if_launched
 
-    _print_json(stages.run_cleanup(Path(args.config), _root(args)))
+    with pipes_if_launched() as pipes:
+        result = stages.run_cleanup(Path(args.config), _root(args))
+        if pipes is not None:
+            pipes.tee(_emit)(f"cleanup: removed {', '.join(result['removed']) or 'nothing'}")
+    _print_json(result)
     return EXIT_OK
+
+
+def cmd_register(args: argparse.Namespace) -> int:
+    from corpus_assets.core.config import load_config
+
+    load_config(args.file)  # a bad config fails here, before the instance is created
+    from corpus_assets import dagster_build
+
+    root = _root(args)
+    instance = dagster_build.instance_for(root)
+    cfg = dagster_build.register(Path(args.file), root, instance)
+    _print_json(dagster_build.register_summary(cfg, root, instance))
+    return EXIT_OK
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from corpus_assets.core.config import load_config
+
+    load_config(args.file)  # a bad config fails here, before Dagster is even imported
+    from corpus_assets import dagster_build
+    from corpus_assets.resources.stage_runner import StageRunner
+
+    root = _root(args)
+    runner = StageRunner(workers=args.workers) if args.workers else None
+    result = dagster_build.build(
+        Path(args.file), root, dagster_build.instance_for(root), runner, verbose=args.verbose
+    )
+    _print_json(result.summary)
+    return result.exit_code
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    from corpus_assets import dagster_build
+
+    dagster_build.ui(_root(args), args.host, args.port)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -125,7 +171,31 @@ def _parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="verify a manifest (or the folder holding it) and its files")
     v.add_argument("path", help="a _MANIFEST.json / _SOURCE.json or its folder")
     v.set_defaults(func=cmd_verify)
+    _add_dagster_commands(sub)
     return p
+
+
+def _add_dagster_commands(sub: Any) -> None:
+    """`build`, `register` and `ui`: the commands that run on the embedded Dagster instance."""
+    b = sub.add_parser(
+        "build", help="register a config and build raw, shards and tokens on Dagster"
+    )
+    b.add_argument("file", help="config file (.toml or .json)")
+    _add_root(b)
+    b.add_argument("--workers", type=int, default=None, help="worker processes per stage")
+    b.add_argument("--verbose", action="store_true", help="also print Dagster's own run log")
+    b.set_defaults(func=cmd_build)
+
+    g = sub.add_parser("register", help="store a config and add its Dagster partition")
+    g.add_argument("file", help="config file (.toml or .json)")
+    _add_root(g)
+    g.set_defaults(func=cmd_register)
+
+    u = sub.add_parser("ui", help="start the Dagster UI and daemon (dagster dev) on this data root")
+    _add_root(u)
+    u.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    u.add_argument("--port", type=int, default=3000, help="port (default 3000)")
+    u.set_defaults(func=cmd_ui)
 
 
 def _add_root(p: argparse.ArgumentParser) -> None:

@@ -40,7 +40,15 @@ def _shard(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) 
     }
 
 
-STAGES: dict[str, StageFn] = {"fetch": _fetch, "shard": _shard}
+def _tokenize(
+    cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress
+) -> dict[str, Any]:
+    from corpus_assets.core.tokenize import tokenize
+
+    return asdict(tokenize(cfg, layout, workers, progress))
+
+
+STAGES: dict[str, StageFn] = {"fetch": _fetch, "shard": _shard, "tokenize": _tokenize}
 
 
 def run_stage(

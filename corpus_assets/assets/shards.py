@@ -1,0 +1,31 @@
+"""The `shards` asset: filtered, deduplicated, PII-scrubbed Parquet shards of one config."""
+
+from typing import Any
+
+import dagster as dg
+
+from corpus_assets.assets.partitions import corpus_configs
+from corpus_assets.assets.policies import STAGE_RETRY
+from corpus_assets.assets.raw import raw
+from corpus_assets.resources.configs import ConfigStore
+from corpus_assets.resources.paths import CorpusPaths
+from corpus_assets.resources.stage_runner import StageRunner
+
+
+@dg.asset(
+    partitions_def=corpus_configs,
+    group_name="corpus",
+    deps=[raw],
+    retry_policy=STAGE_RETRY,
+    kinds={"python", "parquet"},
+    tags={"corpus/stage": "shard"},
+)
+def shards(
+    context: dg.AssetExecutionContext,
+    paths: CorpusPaths,
+    configs: ConfigStore,
+    stage_runner: StageRunner,
+) -> dg.MaterializeResult[Any]:
+    """Filtered, deduplicated, PII-scrubbed Parquet shards of the config (stage `shard`)."""
+    config_file = configs.file_for(context.partition_key)
+    return stage_runner.run_stage(context, "shard", config_file, paths.root_path())

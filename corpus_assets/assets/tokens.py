@@ -1,0 +1,31 @@
+"""The `tokens` asset: one token file per shard, ready for a training loop."""
+
+from typing import Any
+
+import dagster as dg
+
+from corpus_assets.assets.partitions import corpus_configs
+from corpus_assets.assets.policies import STAGE_RETRY
+from corpus_assets.assets.shards import shards
+from corpus_assets.resources.configs import ConfigStore
+from corpus_assets.resources.paths import CorpusPaths
+from corpus_assets.resources.stage_runner import StageRunner
+
+
+@dg.asset(
+    partitions_def=corpus_configs,
+    group_name="corpus",
+    deps=[shards],
+    retry_policy=STAGE_RETRY,
+    kinds={"python", "numpy"},
+    tags={"corpus/stage": "tokenize"},
+)
+def tokens(
+    context: dg.AssetExecutionContext,
+    paths: CorpusPaths,
+    configs: ConfigStore,
+    stage_runner: StageRunner,
+) -> dg.MaterializeResult[Any]:
+    """Token files (`.bin` + `.idx`) of every shard, read by `TokenDataset` (stage `tokenize`)."""
+    config_file = configs.file_for(context.partition_key)
+    return stage_runner.run_stage(context, "tokenize", config_file, paths.root_path())

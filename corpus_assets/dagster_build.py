@@ -1,0 +1,195 @@
+"""`corpus register`, `corpus build` and `corpus ui`: the Dagster side of the `corpus` command.
+
+Imported only by those commands (it imports Dagster, ~0.75 s); `corpus run` never loads it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import dagster as dg
+
+from corpus_assets.assets import checks
+from corpus_assets.assets.partitions import CORPUS_CONFIGS
+from corpus_assets.core import registry
+from corpus_assets.core.atomic import MANIFEST
+from corpus_assets.core.config import LoadedConfig
+from corpus_assets.core.errors import EXIT_DATA, EXIT_TRANSIENT, EXIT_USAGE
+from corpus_assets.core.layout import Layout
+from corpus_assets.dagster_instance import dagster_home, ensure_home, open_instance
+from corpus_assets.definitions import build_defs
+from corpus_assets.jobs import BUILD_JOB
+from corpus_assets.resources.paths import CorpusPaths
+from corpus_assets.resources.stage_runner import StageRunner
+
+Emit = Callable[[str], None]
+STAGE_ASSETS = {"raw": "fetch", "shards": "shard", "tokens": "tokenize"}
+QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What `corpus build` prints (stable across identical builds) and its exit code."""
+
+    summary: dict[str, Any]
+    exit_code: int
+    run_id: str
+
+
+def register(config_file: Path, root: Path, instance: dg.DagsterInstance) -> LoadedConfig:
+    """Store the config under the data root and add its partition to the instance."""
+    registered = registry.register(config_file, Layout(root.resolve()))
+    cfg = registered.config
+    instance.add_dynamic_partitions(CORPUS_CONFIGS, [cfg.partition_key])
+    return cfg
+
+
+def register_summary(cfg: LoadedConfig, root: Path, instance: dg.DagsterInstance) -> dict[str, Any]:
+    layout = Layout(root.resolve())
+    return {
+        "partition_key": cfg.partition_key,
+        "build_id": cfg.build_id,
+        "config_sha256": cfg.sha256,
+        "config": str(layout.config_file(cfg).relative_to(layout.root)),
+        "root": str(layout.root),
+        "dagster_home": instance.root_directory,
+    }
+
+
+def build(
+    config_file: Path,
+    root: Path,
+    instance: dg.DagsterInstance,
+    stage_runner: StageRunner | None = None,
+    emit: Emit | None = None,
+    verbose: bool = False,
+) -> BuildResult:
+    """Register `config_file` and materialize raw, shards and tokens (with checks) in-process."""
+    say = emit or _stderr
+    root = root.resolve()
+    cfg = register(config_file, root, instance)
+    say(f"[corpus] building partition {cfg.partition_key} ({cfg.build_id}) under {root}")
+    defs = build_defs(paths=CorpusPaths(root=str(root)), stage_runner=stage_runner)
+    job = defs.resolve_job_def(BUILD_JOB)
+    start = time.monotonic()
+    result = job.execute_in_process(
+        instance=instance,
+        partition_key=cfg.partition_key,
+        raise_on_error=False,
+        run_config=None if verbose else QUIET_LOGS,
+    )
+    summary = _summary(cfg, root, result)
+    verdict = "succeeded" if result.success else "FAILED"
+    say(f"[corpus] run {result.run_id} {verdict} in {time.monotonic() - start:.1f} s")
+    return BuildResult(summary=summary, exit_code=_exit_code(result), run_id=result.run_id)
+
+
+def _summary(cfg: LoadedConfig, root: Path, result: dg.ExecuteInProcessResult) -> dict[str, Any]:
+    layout = Layout(root)
+    meta = {name: _metadata(result, name) for name in STAGE_ASSETS}
+    out: dict[str, Any] = {
+        "success": result.success,
+        "partition_key": cfg.partition_key,
+        "build_id": cfg.build_id,
+        "config_sha256": cfg.sha256,
+        "root": str(root),
+        "shards_manifest": _rel(layout.shards(cfg) / MANIFEST, root),
+        "tokens_manifest": _rel(layout.tokens(cfg) / MANIFEST, root),
+        "documents": {
+            "fetched": meta["raw"].get("documents"),
+            "in": meta["shards"].get("documents_in"),
+            "out": meta["shards"].get("documents_out"),
+        },
+        "tokens": meta["tokens"].get("tokens"),
+        "stages": {STAGE_ASSETS[name]: _step_status(result, name) for name in STAGE_ASSETS},
+        "checks": _check_outcomes(result),
+    }
+    error = _first_error(result)
+    if error:
+        out["error"] = error
+    return out
+
+
+def _metadata(result: dg.ExecuteInProcessResult, node: str) -> dict[str, Any]:
+    events = result.asset_materializations_for_node(node)
+    if not events:
+        return {}
+    return {k: v.value for k, v in events[-1].metadata.items()}
+
+
+def _rel(path: Path, root: Path) -> str | None:
+    return str(path.relative_to(root)) if path.is_file() else None
+
+
+def _step_status(result: dg.ExecuteInProcessResult, node: str) -> str:
+    if result.is_node_success(node):
+        return "materialized"
+    if result.is_node_failed(node):
+        return "failed"
+    return "skipped"
+
+
+def _check_outcomes(result: dg.ExecuteInProcessResult) -> dict[str, str]:
+    outcomes = {name: "not run" for name in checks.CHECK_NAMES}
+    for evaluation in result.get_asset_check_evaluations():
+        outcomes[evaluation.check_name] = "passed" if evaluation.passed else "failed"
+    return dict(sorted(outcomes.items()))
+
+
+def _failures(result: dg.ExecuteInProcessResult) -> list[dg.DagsterEvent]:
+    return [e for e in result.all_events if e.is_step_failure]
+
+
+def _first_error(result: dg.ExecuteInProcessResult) -> str | None:
+    for event in _failures(result):
+        data = event.step_failure_data
+        if data.user_failure_data is not None and data.user_failure_data.description:
+            return f"{event.step_key}: {data.user_failure_data.description}"
+        if data.error is not None:
+            return f"{event.step_key}: {data.error.message.strip()}"
+    return None if result.success else "the run failed"
+
+
+def _exit_code(result: dg.ExecuteInProcessResult) -> int:
+    """0; the failed stage's own 64/65/75; 65 for a failed blocking check; else 1."""
+    if result.success:
+        return 0
+    for event in _failures(result):
+        data = event.step_failure_data
+        if data.user_failure_data is not None:
+            code = data.user_failure_data.metadata.get("exit_code")
+            if code is not None and code.value in (EXIT_USAGE, EXIT_DATA, EXIT_TRANSIENT):
+                return int(code.value)
+        if data.error is not None and data.error.cls_name == "DagsterAssetCheckFailedError":
+            return EXIT_DATA
+    return 1
+
+
+def ui(root: Path, host: str, port: int) -> NoReturn:
+    """Replace this process with `dagster dev` on the data root's instance."""
+    home = ensure_home(dagster_home(root))
+    env = {**os.environ, "DAGSTER_HOME": str(home), "CORPUS_ROOT": str(root.resolve())}
+    argv = [sys.executable, "-m", "dagster", "dev", "-m", "corpus_assets.definitions"]
+    argv += ["-h", host, "-p", str(port)]
+    _stderr(f"[corpus] DAGSTER_HOME={home} CORPUS_ROOT={env['CORPUS_ROOT']}")
+    _stderr(f"[corpus] UI on http://{host}:{port} (Ctrl-C stops it)")
+    for sig in (signal.SIGINT, signal.SIGTERM):  # dagster dev ignores them if inherited ignored
+        signal.signal(sig, signal.SIG_DFL)
+    os.execvpe(argv[0], argv, env)
+
+
+def instance_for(root: Path) -> dg.DagsterInstance:
+    """The data root's instance (DAGSTER_HOME, else `<root>/dagster`)."""
+    return open_instance(root)
+
+
+def _stderr(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()

@@ -1,0 +1,57 @@
+"""The embedded Dagster instance under the data root: its home, its dagster.yaml, opening it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from corpus_assets.core.atomic import write_bytes
+from corpus_assets.core.layout import Layout
+
+if TYPE_CHECKING:
+    import dagster as dg
+
+DAGSTER_YAML = """\
+# The embedded Dagster instance of this data root, written by `corpus` (edit freely: an existing
+# file is never overwritten). Loaded by every `dagster` command run with DAGSTER_HOME set here.
+# Storage: SQLite files in this folder (Dagster's default; for PostgreSQL see dagster-postgres).
+# A run whose worker died is noticed and marked failed (then retried, see run_retries).
+run_monitoring:
+  enabled: true
+  poll_interval_seconds: 10
+# Run retries re-execute a failed run from failure (finished stages are not redone). Off unless a
+# run or job carries the tag dagster/max_retries (e.g. --tags '{"dagster/max_retries": "2"}').
+# Step failures have their own retry policies; corpus_build runs set
+# dagster/retry_on_asset_or_op_failure=false so only crashed run workers are retried whole.
+run_retries:
+  enabled: true
+  max_retries: 0
+  retry_on_asset_or_op_failure: true
+telemetry:
+  enabled: false
+"""
+
+
+def dagster_home(root: Path) -> Path:
+    """`$DAGSTER_HOME` when set, else `<root>/dagster`."""
+    home = os.environ.get("DAGSTER_HOME")
+    return Path(home).resolve() if home else Layout(root.resolve()).dagster_home
+
+
+def ensure_home(home: Path) -> Path:
+    """Create the instance folder and its dagster.yaml (never overwriting one)."""
+    home.mkdir(parents=True, exist_ok=True)
+    yaml = home / "dagster.yaml"
+    if not yaml.exists():
+        write_bytes(yaml, DAGSTER_YAML.encode("utf-8"))
+    return home
+
+
+def open_instance(root: Path) -> dg.DagsterInstance:
+    """The instance of data root `root`; sets DAGSTER_HOME for this process and its children."""
+    import dagster as dg
+
+    home = ensure_home(dagster_home(root))
+    os.environ["DAGSTER_HOME"] = str(home)
+    return dg.DagsterInstance.get()

@@ -1,0 +1,45 @@
+"""The one composition root: assets, checks, jobs, sensors and resources of the corpus graph.
+
+`defs` is what `dagster dev`, `dagster job execute -m corpus_assets.definitions` and workspace.yaml
+load. `build_defs` makes the same graph with other resources (a data root, a stage runner with
+short timeouts): `corpus build` and the tests use it instead of patching anything.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from corpus_assets.assets import checks
+from corpus_assets.assets.raw import raw
+from corpus_assets.assets.shards import shards
+from corpus_assets.assets.tokens import tokens
+from corpus_assets.jobs import corpus_build, corpus_cleanup
+from corpus_assets.resources.configs import ConfigStore
+from corpus_assets.resources.paths import CorpusPaths
+from corpus_assets.resources.stage_runner import StageRunner
+from corpus_assets.sensors.cleanup import corpus_cleanup_on_cancel, corpus_cleanup_on_failure
+from corpus_assets.sensors.config import corpus_config_sensor
+
+
+def build_defs(
+    paths: CorpusPaths | None = None, stage_runner: StageRunner | None = None
+) -> dg.Definitions:
+    """The corpus graph bound to `paths` (default: root from the environment at run time)."""
+    paths = paths or CorpusPaths()
+    return dg.Definitions(
+        assets=[raw, shards, tokens],
+        asset_checks=checks.ALL_CHECKS,
+        jobs=[corpus_build, corpus_cleanup],
+        sensors=[corpus_config_sensor, corpus_cleanup_on_failure, corpus_cleanup_on_cancel],
+        # Every step already runs its stage in a subprocess; the multiprocess executor would add
+        # a worker start-up (~2 s) per step, also for runs launched from the UI (__ASSET_JOB).
+        executor=dg.in_process_executor,
+        resources={
+            "paths": paths,
+            "configs": ConfigStore(paths=paths),
+            "stage_runner": stage_runner or StageRunner(),
+        },
+    )
+
+
+defs = build_defs()

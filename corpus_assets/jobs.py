@@ -1,0 +1,58 @@
+"""The two jobs: `corpus_build` (the three assets and their checks) and `corpus_cleanup`."""
+
+import dagster as dg
+
+from corpus_assets.assets.shards import shards
+from corpus_assets.assets.tokens import tokens
+from corpus_assets.dagster_records import forget_partition
+from corpus_assets.resources.configs import ConfigStore
+from corpus_assets.resources.paths import CorpusPaths
+from corpus_assets.resources.stage_runner import StageRunner
+
+BUILD_JOB = "corpus_build"
+CLEANUP_JOB = "corpus_cleanup"
+BUILD_ASSETS = dg.AssetSelection.groups("corpus")
+# Step failures have retry policies; a run retry (when dagster/max_retries is set) is for a crashed
+# run worker only, so a stage that gave up (exit 64/65) is never re-run by it.
+BUILD_TAGS = {"dagster/retry_on_asset_or_op_failure": "false"}
+CLEANED_ASSETS = (shards.key, tokens.key)
+
+corpus_build = dg.define_asset_job(
+    BUILD_JOB,
+    selection=BUILD_ASSETS,
+    executor_def=dg.in_process_executor,
+    tags=BUILD_TAGS,
+    description="Fetch, shard and tokenize one registered config (a corpus_configs partition).",
+)
+
+
+class CleanupConfig(dg.Config):
+    """Which partition to clean, and (from a sensor) the run that failed or was cancelled."""
+
+    partition_key: str
+    failed_run_id: str | None = None
+
+
+@dg.op
+def cleanup_partition(
+    context: dg.OpExecutionContext,
+    config: CleanupConfig,
+    paths: CorpusPaths,
+    configs: ConfigStore,
+    stage_runner: StageRunner,
+) -> None:
+    """Delete the partition's shards, tokens and staging (never raw), then its materializations."""
+    config_file = configs.file_for(config.partition_key)
+    stage_runner.run_cleanup(context, config_file, paths.root_path())
+    for key in CLEANED_ASSETS:
+        forget_partition(context.instance, key, config.partition_key)
+    context.log.info(
+        f"wiped {', '.join(k.to_user_string() for k in CLEANED_ASSETS)} "
+        f"materializations of {config.partition_key}"
+    )
+
+
+@dg.job(name=CLEANUP_JOB, executor_def=dg.in_process_executor)
+def corpus_cleanup() -> None:
+    """Remove one partition's outputs and materialization records (launched by the sensors)."""
+    cleanup_partition()

@@ -1,0 +1,130 @@
+"""The one resource that runs `corpus` subprocesses: Pipes, heartbeats, termination, exit codes.
+
+A Pipes session (temp-file context and messages) around our own `Popen` loop, because
+`PipesSubprocessClient.run` blocks until the child exits and so cannot notice a silent one.
+"""
+
+import os
+import shlex
+import sys
+import warnings
+from collections.abc import Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from pydantic import Field
+
+from corpus_assets.core.errors import EXIT_DATA, EXIT_TRANSIENT, EXIT_USAGE
+from corpus_assets.resources.supervise import Outcome, supervise
+
+GIVE_UP = {EXIT_USAGE: "bad config or usage", EXIT_DATA: "bad data"}
+
+
+class StageRunner(dg.ConfigurableResource["StageRunner"]):
+    """Runs one stage of the `corpus` CLI as a child process speaking Dagster Pipes."""
+
+    command: list[str] | None = Field(
+        default=None,
+        description="argv that runs the `corpus` CLI; default: this Python, -m corpus_assets.cli",
+    )
+    heartbeat_timeout_s: float = Field(
+        default=120.0, gt=0, description="stop a stage that prints nothing for this long; retried"
+    )
+    termination_timeout_s: float = Field(
+        default=20.0, ge=0, description="after SIGINT, wait this long before SIGKILL"
+    )
+    workers: int | None = Field(default=None, ge=1, description="--workers (default: all cores)")
+
+    def run_stage(
+        self, context: dg.AssetExecutionContext, stage: str, config_file: Path, root: Path
+    ) -> dg.MaterializeResult[Any]:
+        """`corpus run --stage STAGE`: the materialization it reported, or a Failure."""
+        argv = ["run", "--stage", stage, "--config", str(config_file), "--root", str(root)]
+        if self.workers is not None:
+            argv += ["--workers", str(self.workers)]
+        results = self._run(context, argv)
+        found = [r for r in results if isinstance(r, dg.MaterializeResult)]
+        if len(found) != 1:
+            raise dg.Failure(
+                f"`corpus run --stage {stage}` succeeded but reported {len(found)} "
+                "materializations through Pipes, expected 1",
+                allow_retries=False,
+            )
+        return found[0]
+
+    def run_cleanup(self, context: dg.OpExecutionContext, config_file: Path, root: Path) -> None:
+        """`corpus cleanup`: delete a build's shards, tokens and staging (never raw)."""
+        self._run(context, ["cleanup", "--config", str(config_file), "--root", str(root)])
+
+    def argv(self, args: Sequence[str]) -> list[str]:
+        prefix = self.command or [sys.executable, "-m", "corpus_assets.cli"]
+        return [*prefix, *args]
+
+    def _run(
+        self, context: dg.AssetExecutionContext | dg.OpExecutionContext, args: Sequence[str]
+    ) -> Sequence[dg.PipesExecutionResult]:
+        argv = self.argv(args)
+        with ExitStack() as stack:
+            with warnings.catch_warnings():
+                # Dagster's own Pipes code warns about a preview API on every session.
+                warnings.filterwarnings("ignore", message=".*expected_writer_count")
+                session = stack.enter_context(
+                    dg.open_pipes_session(
+                        context=context,
+                        context_injector=dg.PipesTempFileContextInjector(),
+                        message_reader=dg.PipesTempFileMessageReader(),
+                    )
+                )
+            try:
+                outcome = supervise(
+                    argv,
+                    env={**os.environ, **session.get_bootstrap_env_vars()},
+                    heartbeat_timeout_s=self.heartbeat_timeout_s,
+                    termination_timeout_s=self.termination_timeout_s,
+                )
+            except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt) as exc:
+                # Dagster would retry an interrupted step that has a retry policy; a cancelled
+                # run must stop instead (the child is already stopped).
+                raise dg.Failure(
+                    f"`corpus {_what(args)}` stopped: the run was interrupted or cancelled",
+                    allow_retries=False,
+                ) from exc
+        if outcome.returncode != 0 or outcome.timed_out:
+            error = failure(_what(args), outcome)
+            context.log.error(f"{error.description}\ncommand: {shlex.join(argv)}")
+            raise error
+        return session.get_results(implicit_materializations=False)
+
+
+def _what(args: Sequence[str]) -> str:
+    return f"run --stage {args[2]}" if args[0] == "run" else args[0]
+
+
+def failure(what: str, outcome: Outcome) -> dg.Failure:
+    """The step failure for a child that failed: retryable unless the exit code says give up."""
+    code = outcome.returncode
+    error = next(
+        (line for line in reversed(outcome.stderr_tail) if "error:" in line),
+        outcome.stderr_tail[-1] if outcome.stderr_tail else "",
+    )
+    if outcome.timed_out:
+        reason = f"silent for {outcome.silent_for:.0f} s (heartbeat timeout); stopped, will retry"
+    elif code in GIVE_UP:
+        reason = f"exit {code} ({GIVE_UP[code]}), not retried"
+    elif code == EXIT_TRANSIENT:
+        reason = f"exit {code} (transient), retried with backoff"
+    elif code < 0:
+        reason = f"killed by signal {-code}, retried"
+    else:
+        reason = f"exit {code} (crash), retried"
+    return dg.Failure(
+        description=f"`corpus {what}` {reason}: {error}".rstrip(": "),
+        metadata={
+            "exit_code": code,
+            "heartbeat_timeout": outcome.timed_out,
+            "stderr_tail": dg.MetadataValue.md("```\n" + "\n".join(outcome.stderr_tail) + "\n```"),
+        },
+        allow_retries=code not in GIVE_UP,
+    )

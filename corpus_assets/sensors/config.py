@@ -1,0 +1,60 @@
+"""The config sensor: configs dropped into the inbox folder become partitions, then builds."""
+
+import json
+from pathlib import Path
+
+import dagster as dg
+
+from corpus_assets.assets.partitions import CORPUS_CONFIGS, corpus_configs
+from corpus_assets.core.errors import CorpusError
+from corpus_assets.jobs import corpus_build
+from corpus_assets.resources.configs import ConfigStore
+from corpus_assets.resources.paths import CorpusPaths
+
+CONFIG_SUFFIXES = (".toml", ".json")
+
+
+@dg.sensor(
+    name="corpus_config_sensor",
+    job=corpus_build,
+    minimum_interval_seconds=10,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+)
+def corpus_config_sensor(
+    context: dg.SensorEvaluationContext, paths: CorpusPaths, configs: ConfigStore
+) -> dg.SensorResult | dg.SkipReason:
+    """Registers each new or changed config in `<root>/inbox` and requests one build of it."""
+    inbox = paths.inbox_path()
+    if not inbox.is_dir():
+        return dg.SkipReason(f"no inbox folder {inbox}")
+    seen: dict[str, int] = json.loads(context.cursor) if context.cursor else {}
+    current = {p.name: p.stat().st_mtime_ns for p in _configs_in(inbox)}
+    new_keys: list[str] = []
+    requests: list[dg.RunRequest] = []
+    for name, mtime in sorted(current.items()):
+        if seen.get(name) == mtime:
+            continue
+        try:
+            key = configs.register(inbox / name).config.partition_key
+        except CorpusError as exc:
+            context.log.warning(f"{inbox / name}: not registered: {exc}")
+            continue
+        if not context.instance.has_dynamic_partition(CORPUS_CONFIGS, key) and key not in new_keys:
+            new_keys.append(key)
+        requests.append(dg.RunRequest(run_key=key, partition_key=key))
+        context.log.info(f"{name}: registered as partition {key}")
+    cursor = json.dumps(current, sort_keys=True)
+    if not requests:
+        context.update_cursor(cursor)
+        return dg.SkipReason(f"no new configs in {inbox}")
+    return dg.SensorResult(
+        run_requests=requests,
+        dynamic_partitions_requests=[corpus_configs.build_add_request(new_keys)]
+        if new_keys
+        else [],
+        cursor=cursor,
+    )
+
+
+def _configs_in(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.suffix in CONFIG_SUFFIXES and p.is_file())

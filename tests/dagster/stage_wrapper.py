@@ -1,0 +1,64 @@
+"""A real `corpus` process with one scripted misbehaviour, for StageRunner(command=[...]) in tests.
+
+    python stage_wrapper.py --state DIR [--stage STAGE] --mode MODE -- <corpus CLI args>
+
+Modes (applied only to `corpus run --stage STAGE`, or every stage without --stage):
+  exit-once=CODE    the first attempt exits CODE without running; later attempts run for real
+  stall-once=SECS   the first attempt prints nothing and sleeps; later attempts run for real
+  stall=SECS        every attempt prints nothing and sleeps (a hung stage)
+  corrupt-shard     run for real, then flip bytes in the middle of the first shard file
+Anything else runs the real CLI unchanged. The child replaces this process (same pid, signals).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--state", required=True, type=Path)
+    p.add_argument("--stage", default=None)
+    p.add_argument("--mode", required=True)
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    opts = p.parse_args()
+    args = opts.args[1:] if opts.args[:1] == ["--"] else opts.args
+    stage = args[args.index("--stage") + 1] if "--stage" in args else args[0]
+    real = [sys.executable, "-m", "corpus_assets.cli", *args]
+    if opts.stage is not None and stage != opts.stage:
+        os.execv(real[0], real)
+    mode, _, value = opts.mode.partition("=")
+    opts.state.mkdir(parents=True, exist_ok=True)
+    attempts = opts.state / f"{stage}.attempts"
+    n = int(attempts.read_text()) if attempts.exists() else 0
+    attempts.write_text(str(n + 1))
+    if mode == "exit-once" and n == 0:
+        sys.exit(int(value))
+    if (mode == "stall-once" and n == 0) or mode == "stall":
+        time.sleep(float(value))
+        sys.exit(0)
+    if mode == "corrupt-shard":
+        import subprocess
+
+        from corpus_assets.core.config import load_config
+        from corpus_assets.core.layout import Layout
+
+        code = subprocess.call(real)
+        if code == 0:
+            layout = Layout(Path(args[args.index("--root") + 1]))
+            cfg = load_config(args[args.index("--config") + 1])
+            shard = sorted(layout.shards(cfg).glob("shard-*.parquet"))[0]
+            data = bytearray(shard.read_bytes())
+            middle = len(data) // 2
+            data[middle : middle + 8] = bytes(b ^ 0xFF for b in data[middle : middle + 8])
+            shard.write_bytes(bytes(data))
+        sys.exit(code)
+    os.execv(real[0], real)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""Asset checks: a corrupted shard fails the blocking check and stops tokens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+from dagster_support import wrapped
+
+from corpus_assets import dagster_build
+from corpus_assets.assets import checks
+from corpus_assets.core.config import load_config
+from corpus_assets.core.layout import Layout
+
+
+def test_corrupted_shard_fails_blocking_check_and_stops_tokens(
+    example: Path, root: Path, instance: dg.DagsterInstance, tmp_path: Path
+) -> None:
+    cfg = load_config(example)
+    result = dagster_build.build(
+        example,
+        root,
+        instance,
+        stage_runner=wrapped(tmp_path / "wrapper", "corrupt-shard", "shard"),
+    )
+    s = result.summary
+    assert result.exit_code == 65, s
+    assert s["success"] is False
+    assert s["stages"] == {"fetch": "materialized", "shard": "materialized", "tokenize": "skipped"}
+    assert s["checks"][checks.SHARDS_MANIFEST_VALID] == "failed"
+    assert s["checks"][checks.TOKENS_MANIFEST_VALID] == "not run"
+    assert not Layout(root.resolve()).tokens(cfg).exists()
+    assert "shards_manifest_valid" in s["error"]
+
+    key = dg.AssetCheckKey(dg.AssetKey("shards"), checks.SHARDS_MANIFEST_VALID)
+    records = instance.event_log_storage.get_asset_check_execution_history(key, limit=5)
+    assert len(records) == 1
+    evaluation = records[0].event.dagster_event.event_specific_data  # type: ignore[union-attr]
+    assert evaluation.passed is False
+    assert evaluation.partition == cfg.partition_key
+    assert "sha256 differs" in evaluation.metadata["problems"].value

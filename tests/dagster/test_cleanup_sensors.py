@@ -1,0 +1,184 @@
+"""Cleanup sensors, evaluated on real failed and cancelled runs of a temporary instance."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster_support import unlicensed, wrapped
+
+from corpus_assets import dagster_build
+from corpus_assets.core.config import load_config
+from corpus_assets.core.layout import Layout
+from corpus_assets.definitions import build_defs
+from corpus_assets.jobs import CLEANUP_JOB
+from corpus_assets.resources.paths import CorpusPaths
+from corpus_assets.resources.stage_runner import StageRunner
+from corpus_assets.sensors.cleanup import (
+    CLEANUP_OF_TAG,
+    corpus_cleanup_on_cancel,
+    corpus_cleanup_on_failure,
+)
+
+
+def _evaluate(
+    sensor: dg.RunStatusSensorDefinition,
+    instance: dg.DagsterInstance,
+    run_id: str,
+    event_type: dg.DagsterEventType,
+) -> dg.RunRequest | dg.SkipReason:
+    run = instance.get_run_by_id(run_id)
+    assert run is not None
+    records = instance.get_records_for_run(run_id, of_type=event_type).records
+    event = records[-1].event_log_entry.dagster_event
+    assert event is not None
+    context = dg.build_run_status_sensor_context(
+        sensor_name=sensor.name, dagster_event=event, dagster_instance=instance, dagster_run=run
+    )
+    if event_type == dg.DagsterEventType.RUN_FAILURE:
+        result = sensor(context.for_run_failure())  # type: ignore[call-arg]
+    else:
+        result = sensor(context)  # type: ignore[call-arg]
+    assert isinstance(result, dg.RunRequest | dg.SkipReason)
+    return result
+
+
+def _cleanup(request: dg.RunRequest, root: Path, instance: dg.DagsterInstance) -> None:
+    job = build_defs(paths=CorpusPaths(root=str(root))).resolve_job_def(CLEANUP_JOB)
+    done = job.execute_in_process(
+        run_config=request.run_config, instance=instance, tags=request.tags
+    )
+    assert done.success
+
+
+def test_unlicensed_source_fails_once_and_requests_one_cleanup(
+    example: Path, root: Path, instance: dg.DagsterInstance
+) -> None:
+    config = unlicensed(example)
+    result = dagster_build.build(config, root, instance)
+    assert result.exit_code == 65
+    assert "license 'proprietary'" in result.summary["error"]
+    assert "source 'tiny'" in result.summary["error"]
+    steps = instance.get_records_for_run(
+        result.run_id, of_type=dg.DagsterEventType.STEP_START
+    ).records
+    assert [r.event_log_entry.step_key for r in steps] == ["raw", "shards"], "exit 65: no retry"
+
+    request = _evaluate(
+        corpus_cleanup_on_failure, instance, result.run_id, dg.DagsterEventType.RUN_FAILURE
+    )
+    assert isinstance(request, dg.RunRequest)
+    assert request.run_key == result.run_id
+    key = load_config(config).partition_key
+    assert request.run_config["ops"]["cleanup_partition"]["config"]["partition_key"] == key
+    assert request.tags[CLEANUP_OF_TAG] == result.run_id
+
+    # A run that run retries will re-execute is not final: no cleanup yet.
+    instance.add_run_tags(result.run_id, {"dagster/will_retry": "true"})
+    again = _evaluate(
+        corpus_cleanup_on_failure, instance, result.run_id, dg.DagsterEventType.RUN_FAILURE
+    )
+    assert isinstance(again, dg.SkipReason)
+    assert "will be retried" in str(again.skip_message)
+
+
+def test_cleanup_removes_outputs_and_materializations_keeps_raw(
+    example: Path, root: Path, instance: dg.DagsterInstance, tmp_path: Path
+) -> None:
+    cfg = load_config(example)
+    layout = Layout(root.resolve())
+    runner = wrapped(tmp_path / "wrapper", "corrupt-shard", "shard")
+    result = dagster_build.build(example, root, instance, stage_runner=runner)
+    assert result.exit_code == 65 and layout.shards(cfg).exists()
+    shards_key = dg.AssetKey("shards")
+    assert cfg.partition_key in instance.get_materialized_partitions(shards_key)
+
+    request = _evaluate(
+        corpus_cleanup_on_failure, instance, result.run_id, dg.DagsterEventType.RUN_FAILURE
+    )
+    assert isinstance(request, dg.RunRequest)
+    _cleanup(request, root, instance)
+    assert not layout.shards(cfg).exists()
+    assert not (layout.root / "work" / cfg.hash12).exists()
+    assert any(layout.raw.glob("tiny-*/_SOURCE.json")), "the raw cache is never cleaned"
+    assert cfg.partition_key not in instance.get_materialized_partitions(shards_key)
+    assert cfg.partition_key in instance.get_materialized_partitions(dg.AssetKey("raw"))
+
+    # The cleanup run itself is never cleaned up after, even when it fails.
+    bad = dg.RunRequest(
+        run_config={
+            "ops": {"cleanup_partition": {"config": {"partition_key": "x-v1-0123456789ab"}}}
+        }
+    )
+    job = build_defs(paths=CorpusPaths(root=str(root))).resolve_job_def(CLEANUP_JOB)
+    failed = job.execute_in_process(
+        run_config=bad.run_config, instance=instance, raise_on_error=False
+    )
+    assert not failed.success
+    skip = _evaluate(
+        corpus_cleanup_on_failure, instance, failed.run_id, dg.DagsterEventType.RUN_FAILURE
+    )
+    assert isinstance(skip, dg.SkipReason) and "cleanup run" in str(skip.skip_message)
+
+
+def test_no_cleanup_when_fetch_failed(
+    example: Path, root: Path, instance: dg.DagsterInstance, tmp_path: Path
+) -> None:
+    runner = wrapped(tmp_path / "wrapper", "exit-once=65", "fetch")
+    result = dagster_build.build(example, root, instance, stage_runner=runner)
+    assert result.exit_code == 65
+    assert result.summary["stages"]["shard"] == "skipped"
+    skip = _evaluate(
+        corpus_cleanup_on_failure, instance, result.run_id, dg.DagsterEventType.RUN_FAILURE
+    )
+    assert isinstance(skip, dg.SkipReason)
+    assert "before the shard stage started" in str(skip.skip_message)
+
+
+@pytest.mark.timeout(180)
+def test_cancelled_run_requests_cleanup(
+    example: Path, root: Path, instance: dg.DagsterInstance, tmp_path: Path
+) -> None:
+    """Cancel like the run launcher does (mark CANCELING, interrupt the worker) during shard."""
+    runner: StageRunner = wrapped(
+        tmp_path / "wrapper", "stall=120", "shard", termination_timeout_s=5.0
+    )
+    cfg = load_config(example)
+    outcome: dict[str, dagster_build.BuildResult] = {}
+
+    def cancel_when_shard_starts() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            for run in instance.get_runs():
+                started = instance.get_records_for_run(
+                    run.run_id, of_type=dg.DagsterEventType.STEP_START
+                ).records
+                if any(r.event_log_entry.step_key == "shards" for r in started):
+                    time.sleep(1.0)  # the stage subprocess is up and stalling
+                    instance.report_run_canceling(run)
+                    os.kill(os.getpid(), signal.SIGINT)
+                    return
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=cancel_when_shard_starts, daemon=True)
+    watcher.start()
+    start = time.monotonic()
+    outcome["build"] = dagster_build.build(example, root, instance, stage_runner=runner)
+    watcher.join(timeout=5)
+    assert time.monotonic() - start < 60, "the stalled stage was not stopped"
+    run = instance.get_run_by_id(outcome["build"].run_id)
+    assert run is not None and run.status == dg.DagsterRunStatus.CANCELED
+    assert (tmp_path / "wrapper" / "shard.attempts").read_text() == "1", "cancel is not retried"
+
+    request = _evaluate(
+        corpus_cleanup_on_cancel, instance, run.run_id, dg.DagsterEventType.RUN_CANCELED
+    )
+    assert isinstance(request, dg.RunRequest)
+    assert request.run_key == run.run_id
+    partition = request.run_config["ops"]["cleanup_partition"]["config"]["partition_key"]
+    assert partition == cfg.partition_key

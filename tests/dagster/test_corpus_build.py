@@ -1,0 +1,103 @@
+"""`corpus build` on the example: in-process on a real instance, then again as a no-op."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+
+from corpus_assets import dagster_build
+from corpus_assets.assets import checks
+from corpus_assets.assets.partitions import CORPUS_CONFIGS
+from corpus_assets.core.config import load_config
+from corpus_assets.core.verify import verify_path
+
+
+def _materialized(instance: dg.DagsterInstance, asset: str, key: str) -> list[dg.EventLogRecord]:
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[key]), limit=10
+    )
+    return list(records.records)
+
+
+def test_build_materializes_three_assets_with_checks(
+    example: Path, root: Path, instance: dg.DagsterInstance
+) -> None:
+    cfg = load_config(example)
+    first = dagster_build.build(example, root, instance)
+    assert first.exit_code == 0, first.summary
+    s = first.summary
+    assert s["success"] is True
+    assert s["partition_key"] == cfg.partition_key
+    assert s["build_id"] == cfg.build_id
+    assert s["stages"] == {
+        "fetch": "materialized",
+        "shard": "materialized",
+        "tokenize": "materialized",
+    }
+    assert s["checks"] == dict.fromkeys(sorted(checks.CHECK_NAMES), "passed")
+    assert s["documents"]["fetched"] == 321 and 0 < s["documents"]["out"] < 321
+    assert s["tokens"] > 0
+    assert verify_path(root / s["shards_manifest"]) == []
+    assert verify_path(root / s["tokens_manifest"]) == []
+    assert cfg.partition_key in instance.get_dynamic_partitions(CORPUS_CONFIGS)
+
+    shards = _materialized(instance, "shards", cfg.partition_key)
+    assert len(shards) == 1
+    meta = shards[0].asset_materialization.metadata  # type: ignore[union-attr]
+    assert meta["documents_out"].value == s["documents"]["out"]
+    assert meta["dagster/row_count"].value == s["documents"]["out"]
+    assert meta["stage_key"].value == cfg.stage_key("shard")
+    assert {"reason", "documents"} <= {c.name for c in meta["dropped"].value.schema.columns}
+    assert Path(str(meta["manifest"].value)) == root.resolve() / s["shards_manifest"]
+    assert {"duplicates_exact", "duplicates_near", "pii_email", "dedup_ratio"} <= set(meta)
+
+    start = time.monotonic()
+    second = dagster_build.build(example, root, instance)
+    took = time.monotonic() - start
+    assert second.exit_code == 0
+    assert second.summary == first.summary, "a rebuild must print the same result"
+    assert second.run_id != first.run_id
+    cached = _materialized(instance, "shards", cfg.partition_key)[0]
+    assert cached.asset_materialization.metadata["cached"].value is True  # type: ignore[union-attr]
+    assert took < 30
+
+
+def test_corpus_build_command(example: Path, root: Path) -> None:
+    """The README's main command: JSON on stdout, progress on stderr, exit 0; bad config 64."""
+    env_root = str(root)
+    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "CORPUS_ROOT")}
+    done = subprocess.run(
+        [sys.executable, "-m", "corpus_assets.cli", "build", str(example), "--root", env_root],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["success"] is True
+    assert "shard done" in done.stderr and "tokenize done" in done.stderr
+    assert (root / "dagster" / "dagster.yaml").is_file()
+    assert (root / result["tokens_manifest"]).is_file()
+
+    bad = example.with_name("bad.json")
+    bad.write_text('{"dataset": "x", "version": "v1", "tokenizer": {"id": "bytes"}, "dedupe": 1}')
+    failed = subprocess.run(
+        [sys.executable, "-m", "corpus_assets.cli", "build", str(bad), "--root", env_root],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert failed.returncode == 64
+    h = load_config(example).hash12
+    assert sorted(p.name for p in (root / "configs").iterdir()) == [f"{h}.json", f"{h}.origin.json"]
+    assert "unknown key 'dedupe'" in failed.stderr

@@ -1,0 +1,86 @@
+"""The graph as defined: it loads, and its shape, policies and defaults are what DESIGN §6 says."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import dagster as dg
+
+from corpus_assets.assets import checks
+from corpus_assets.assets.policies import FETCH_RETRY, STAGE_RETRY
+from corpus_assets.assets.raw import raw
+from corpus_assets.assets.shards import shards
+from corpus_assets.assets.tokens import tokens
+from corpus_assets.definitions import defs
+from corpus_assets.jobs import BUILD_TAGS
+from corpus_assets.resources.stage_runner import StageRunner
+
+
+def test_definitions_load() -> None:
+    dg.Definitions.validate_loadable(defs)
+    graph = defs.resolve_asset_graph()
+    assert {k.to_user_string() for k in graph.get_all_asset_keys()} == {"raw", "shards", "tokens"}
+    for name in ("raw", "shards", "tokens"):
+        node = graph.get(dg.AssetKey(name))
+        assert node.group_name == "corpus"
+        assert isinstance(node.partitions_def, dg.DynamicPartitionsDefinition)
+        assert node.partitions_def.name == "corpus_configs"
+    assert graph.get(dg.AssetKey("shards")).parent_keys == {dg.AssetKey("raw")}
+    assert graph.get(dg.AssetKey("tokens")).parent_keys == {dg.AssetKey("shards")}
+
+
+def test_checks_are_named_and_manifest_checks_block() -> None:
+    specs = {s.name: s for c in checks.ALL_CHECKS for s in c.check_specs}
+    assert (
+        set(specs)
+        == set(checks.CHECK_NAMES)
+        == {
+            checks.SHARDS_MANIFEST_VALID,
+            checks.SHARDS_NO_EXACT_DUPLICATES,
+            checks.SHARDS_NO_PII_RESIDUE,
+            checks.SHARDS_LICENSES_ALLOWED,
+            checks.TOKENS_MANIFEST_VALID,
+            checks.TOKENS_MATCH_SHARDS,
+            checks.TOKENS_ROUNDTRIP_SAMPLE,
+        }
+    )
+    blocking = {name for name, spec in specs.items() if spec.blocking}
+    assert blocking == {checks.SHARDS_MANIFEST_VALID, checks.TOKENS_MANIFEST_VALID}
+    job = defs.resolve_job_def("corpus_build")
+    assert {k.name for k in job.asset_layer.asset_graph.asset_check_keys} == set(specs)
+
+
+def test_jobs_sensors_and_stage_options() -> None:
+    build = defs.resolve_job_def("corpus_build")
+    assert build.executor_def is dg.in_process_executor
+    assert build.tags.items() >= BUILD_TAGS.items()
+    assert defs.resolve_job_def("corpus_cleanup").executor_def is dg.in_process_executor
+    for name in ("corpus_config_sensor", "corpus_cleanup_on_failure", "corpus_cleanup_on_cancel"):
+        sensor = defs.resolve_sensor_def(name)
+        assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    for name in ("corpus_cleanup_on_failure", "corpus_cleanup_on_cancel"):
+        sensor = defs.resolve_sensor_def(name)
+        assert isinstance(sensor, dg.RunStatusSensorDefinition)
+        assert sensor._monitor_all_code_locations is True  # no public accessor; e2e proves it
+    policies = {a.key.to_user_string(): a.op.retry_policy for a in (raw, shards, tokens)}
+    assert policies == {"raw": FETCH_RETRY, "shards": STAGE_RETRY, "tokens": STAGE_RETRY}
+    assert FETCH_RETRY.max_retries > STAGE_RETRY.max_retries > 0
+    assert StageRunner().heartbeat_timeout_s == 120.0
+
+
+def test_corpus_run_does_not_import_dagster() -> None:
+    """Stage subprocesses start fast: the CLI's stage path never loads Dagster."""
+    code = (
+        "import sys\n"
+        "from corpus_assets import cli\n"
+        "try:\n"
+        "    cli.main(['run', '--stage', 'nope', '--config', 'x.toml'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "assert 'dagster' not in sys.modules, 'corpus run imported dagster'\n"
+        "import corpus_assets.dagster_report\n"
+        "assert 'dagster' not in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr

@@ -1,0 +1,124 @@
+"""The stage runner with real child processes: exit codes, retries, heartbeats, termination."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+import dagster as dg
+import pytest
+from dagster_support import wrapped
+
+from corpus_assets import dagster_build
+from corpus_assets.resources.stage_runner import failure
+from corpus_assets.resources.supervise import Outcome, supervise
+
+
+def _step_events(instance: dg.DagsterInstance, run_id: str, step: str) -> list[str]:
+    return [
+        r.event_log_entry.dagster_event_type.value  # type: ignore[union-attr]
+        for r in instance.get_records_for_run(run_id).records
+        if r.event_log_entry.step_key == step and r.event_log_entry.is_dagster_event
+    ]
+
+
+@pytest.mark.parametrize(
+    ("code", "retried"), [(64, False), (65, False), (75, True), (1, True), (-9, True)]
+)
+def test_exit_codes_map_to_retry_or_give_up(code: int, retried: bool) -> None:
+    outcome = Outcome(code, None, "", ("corpus run: error: something named",), 1.0)
+    f = failure("run --stage shard", outcome)
+    assert f.allow_retries is retried
+    assert f.metadata["exit_code"].value == code
+    assert "something named" in str(f.description)
+
+
+def test_transient_exit_is_retried_with_backoff(
+    example: Path, root: Path, instance: dg.DagsterInstance, tmp_path: Path
+) -> None:
+    runner = wrapped(tmp_path / "w", "exit-once=75", "fetch")
+    result = dagster_build.build(example, root, instance, stage_runner=runner)
+    assert result.exit_code == 0, result.summary
+    assert (tmp_path / "w" / "fetch.attempts").read_text() == "2"
+    events = _step_events(instance, result.run_id, "raw")
+    assert events.count("STEP_UP_FOR_RETRY") == 1 and events[-1] == "STEP_SUCCESS"
+
+
+def test_config_error_in_a_stage_is_not_retried(
+    example: Path, root: Path, instance: dg.DagsterInstance
+) -> None:
+    hand = example.with_name("hand.json")
+    hand.write_text(
+        json.dumps({"version": "v1", "dataset": "tinystories", "tokenizer": {"id": "bytes"}})
+    )
+    result = dagster_build.build(hand, root, instance)
+    assert result.exit_code == 64
+    assert "no [[sources]]" in result.summary["error"]
+    events = _step_events(instance, result.run_id, "shards")
+    assert events.count("STEP_START") == 1 and "STEP_UP_FOR_RETRY" not in events
+
+
+def test_silent_stage_is_stopped_and_retried(
+    example: Path, root: Path, instance: dg.DagsterInstance, tmp_path: Path
+) -> None:
+    runner = wrapped(tmp_path / "w", "stall-once=120", "shard", heartbeat_timeout_s=2.0)
+    start = time.monotonic()
+    result = dagster_build.build(example, root, instance, stage_runner=runner)
+    assert result.exit_code == 0, result.summary
+    assert time.monotonic() - start < 90
+    assert (tmp_path / "w" / "shard.attempts").read_text() == "2"
+    messages = [
+        r.event_log_entry.user_message
+        for r in instance.get_records_for_run(result.run_id).records
+        if r.event_log_entry.step_key == "shards"
+    ]
+    assert any("heartbeat timeout" in m for m in messages), messages
+
+
+def test_interrupt_stops_the_whole_process_group(tmp_path: Path) -> None:
+    """A cancel arrives as an exception while waiting: the child and its workers are stopped."""
+    pidfile = tmp_path / "grandchild.pid"
+    script = (
+        "import subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+        "print('started', flush=True, file=sys.stderr)\n"
+        "time.sleep(600)\n"
+    )
+
+    def interrupt(_signo: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 2.0)
+    lines: list[str] = []
+    start = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            supervise([sys.executable, "-c", script], dict(os.environ), 60.0, 5.0, lines.append)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert time.monotonic() - start < 10
+    assert lines[:1] == ["started"]
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _alive(grandchild):
+        time.sleep(0.1)
+    assert not _alive(grandchild), "a worker of the stopped stage survived"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = (
+        Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}").exists() else "X"
+    )
+    return status != "Z"

@@ -1,0 +1,90 @@
+"""End to end with the daemon: a CLI run whose blocking check fails is cleaned up exactly once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster_support import WRAPPER
+from e2e_support import DagsterDev, wait_for
+
+from corpus_assets.core.config import load_config
+from corpus_assets.core.layout import Layout
+from corpus_assets.sensors.cleanup import CLEANUP_OF_TAG
+
+DAGSTER = str(Path(sys.executable).with_name("dagster"))
+
+
+@pytest.mark.timeout(600)
+def test_failed_cli_run_is_cleaned_up_once(dagster_dev: DagsterDev, tmp_path: Path) -> None:
+    config = dagster_dev.example
+    key = dagster_dev.register(config)
+    cfg = load_config(config)
+    layout = Layout(dagster_dev.root.resolve())
+    command = [
+        sys.executable,
+        str(WRAPPER),
+        "--state",
+        str(tmp_path / "w"),
+        "--mode",
+        "corrupt-shard",
+        "--stage",
+        "shard",
+        "--",
+    ]
+    run_config = tmp_path / "run_config.json"
+    run_config.write_text(
+        json.dumps({"resources": {"stage_runner": {"config": {"command": command}}}})
+    )
+    done = subprocess.run(
+        [
+            DAGSTER,
+            "job",
+            "execute",
+            "-m",
+            "corpus_assets.definitions",
+            "-j",
+            "corpus_build",
+            "--tags",
+            json.dumps({"dagster/partition": key}),
+            "-c",
+            str(run_config),
+        ],
+        env=dagster_dev.env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode != 0, "the blocking check should fail the run"
+    assert layout.shards(cfg).exists()
+
+    with dagster_dev.instance() as instance:
+        failed = [
+            r
+            for r in instance.get_runs()
+            if r.status == dg.DagsterRunStatus.FAILURE and r.tags.get("dagster/partition") == key
+        ]
+        assert len(failed) == 1
+        failed_id = failed[0].run_id
+
+        def cleanup_runs() -> list[dg.DagsterRun]:
+            return list(instance.get_runs(filters=dg.RunsFilter(tags={CLEANUP_OF_TAG: failed_id})))
+
+        runs = wait_for(
+            lambda: [r for r in cleanup_runs() if r.status == dg.DagsterRunStatus.SUCCESS],
+            240,
+            "the cleanup run",
+            every=2.0,
+        )
+        assert not layout.shards(cfg).exists()
+        assert any(layout.raw.glob("tiny-*/_SOURCE.json"))
+        assert key not in instance.get_materialized_partitions(dg.AssetKey("shards"))
+        time.sleep(12)  # two more sensor intervals: still exactly one cleanup
+        assert len(cleanup_runs()) == 1 == len(runs), "one cleanup per failed run"
