@@ -17,8 +17,7 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 demo: setup
-	$(BIN)/corpus run --stage fetch --config $(CONFIG) --root $(ROOT)
-	$(BIN)/corpus run --stage shard --config $(CONFIG) --root $(ROOT)
+	$(BIN)/corpus build $(CONFIG) --root $(ROOT)
 
 lint: setup
 	$(BIN)/ruff check .
