@@ -32,6 +32,13 @@ class Progress:
             self._last = now
             self.emit(self.line())
 
+    def beat(self, message: str) -> None:
+        """Emit `message` if nothing was emitted for `every` seconds (long phases stay heard)."""
+        now = time.monotonic()
+        if now - self._last >= self.every:
+            self._last = now
+            self.emit(f"{self.stage}: {message}")
+
     def note(self, message: str) -> None:
         self._last = time.monotonic()
         self.emit(f"{self.stage}: {message}")

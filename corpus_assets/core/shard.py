@@ -62,12 +62,12 @@ def shard(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) -
     tasks = plan_tasks(layout, sources)
     outputs = run_tasks(cfg, layout, tasks, work / "tasks", workers, progress)
     progress.note(f"deduplicating {sum(o.kept for o in outputs):,} filtered documents")
-    exact, near = duplicates(cfg, outputs, work / "tasks")
+    exact, near = duplicates(cfg, outputs, work / "tasks", progress)
     progress.note(
         f"duplicates: {int(exact.sum()):,} exact, {int(near.sum()):,} near; writing shards"
     )
     staging = fresh_dir(work / "staging")
-    shards, written = write_shards(cfg, outputs, work / "tasks", exact | near, staging)
+    shards, written = write_shards(cfg, outputs, work / "tasks", exact | near, staging, progress)
     manifest = _manifest(cfg, sources, outputs, int(exact.sum()), int(near.sum()), shards, written)
     write_json(staging / MANIFEST, manifest)
     publish_dir(staging, final)

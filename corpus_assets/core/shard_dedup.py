@@ -11,13 +11,16 @@ import pyarrow.parquet as pq
 
 from corpus_assets.core.config import LoadedConfig
 from corpus_assets.core.minhash import jaccard, near_duplicates
+from corpus_assets.core.progress import Progress
 from corpus_assets.core.shard_tasks import TaskOutput, task_path
 
 Mask = np.ndarray[Any, np.dtype[np.bool_]]
 TEXT_CACHE_TASKS = 8
 
 
-def duplicates(cfg: LoadedConfig, outputs: list[TaskOutput], task_dir: Path) -> tuple[Mask, Mask]:
+def duplicates(
+    cfg: LoadedConfig, outputs: list[TaskOutput], task_dir: Path, progress: Progress
+) -> tuple[Mask, Mask]:
     """Masks over the filtered documents (global order): exact copies, near copies."""
     total = sum(o.kept for o in outputs)
     exact = np.zeros(total, dtype=bool)
@@ -34,6 +37,7 @@ def duplicates(cfg: LoadedConfig, outputs: list[TaskOutput], task_dir: Path) -> 
         ngram = dedup.ngram
 
         def confirm(i: int, j: int) -> bool:
+            progress.beat(f"near dedup: confirming candidate pairs (row {i:,} of {len(sigs):,})")
             a, b = texts.get(int(survivors[i])), texts.get(int(survivors[j]))
             return jaccard(a, b, ngram) >= dedup.threshold
 

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from corpus_assets.core.atomic import disk_error
 from corpus_assets.core.config import LoadedConfig
+from corpus_assets.core.progress import Progress
 from corpus_assets.core.shard_tasks import PII_KINDS, TaskOutput, task_path
 from corpus_assets.core.sources import file_sha256
 
@@ -94,6 +95,7 @@ def write_shards(
     task_dir: Path,
     drop: np.ndarray[Any, Any],
     staging: Path,
+    progress: Progress,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Write the rows not in `drop` to shards in staging; return shard entries and totals."""
     sink = _ShardSink(staging, int(cfg.model.shards.target_mb * 1_000_000))
@@ -101,7 +103,8 @@ def write_shards(
     documents = text_bytes = 0
     start = 0
     try:
-        for out in outputs:
+        for n, out in enumerate(outputs):
+            progress.beat(f"writing shards: task {n:,} of {len(outputs):,}")
             keep = ~drop[start : start + out.kept]
             start += out.kept
             if not keep.any():
