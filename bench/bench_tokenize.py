@@ -5,14 +5,19 @@
 1. Builds the benchmark corpus (`../shared/bench/make_corpus.py`) and writes it as a shards folder
    in the shard stage's format (Parquet `id,text,source,license` of about `--shard-mb` text each,
    row groups of 1,024, and `_MANIFEST.json`), where `corpus run --stage tokenize` looks for it.
-2. GPT-2: the whole stage (`corpus run --stage tokenize --workers 2`, wall time of the subprocess:
-   start-up, shard verification, reading, tokenizing, writing, hashing, fsync, publish) against
-   the raw baseline (`Tokenizer.encode_batch_fast` over the same texts in batches of 1,000 in one
-   process, the library's threads on every core; tokenizer load and reading excluded). Rounds
-   alternate and the medians are compared. Run once with shards of `--shard-mb` (default 64, the
-   shard stage's default: one shard per 20 MB, so the stage runs one worker with 2 library
-   threads) and once with 4 MB shards (several shards: 2 worker processes, 1 thread each).
-3. `bytes`: the encoder alone (Arrow text -> uint16 ids with EOS) and the whole stage, MB/s.
+2. GPT-2: the stage against the raw baseline (`Tokenizer.encode_batch_fast` over the same texts
+   in batches of 1,000 in one process, the library's threads on every core; reading the texts
+   and loading the tokenizer excluded). The stage is timed twice: `corpus run --stage tokenize
+   --workers 2` as a subprocess (wall: interpreter start-up, imports, tokenizer load, shard
+   verification, reading, tokenizing, writing, hashing, fsync, publish), and `run_stage` inside
+   a fresh process (the same minus interpreter start-up and the CLI's imports). Rounds alternate;
+   medians and best-of are compared (other load on a shared machine skews medians). Run once with
+   shards of `--shard-mb` (default 64, the shard stage's default: one shard for 20 MB) and once
+   with 4 MB shards (5 shards). With 2 workers both run in the stage's own process with 2
+   encoding threads (`corpus_assets.core.tokenize.plan`; `--compare-modes` times the
+   alternatives: the library's own threads, and 2 worker processes).
+3. `bytes`: the encoder alone (Arrow text -> uint16 ids with EOS), one shard tokenized by a
+   worker (read, encode, hash, write, fsync), and the whole stage (2 worker processes), MB/s.
 4. Peak RSS (largest process of the stage: parent or worker) for the `--mb` and `--big-mb` corpora.
 """
 
@@ -37,6 +42,7 @@ import pyarrow.parquet as pq
 from corpus_assets.core.atomic import write_json
 from corpus_assets.core.config import load_config
 from corpus_assets.core.layout import Layout
+from corpus_assets.core.tokenize import ShardTask
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -47,20 +53,46 @@ SCHEMA = pa.schema(
 )
 
 BASELINE = r"""
-import glob, json, sys, time
+import glob, json, os, sys, time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+folder, tokenizer, batch, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+if mode == "threads":
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+else:
+    os.environ.pop("TOKENIZERS_PARALLELISM", None)
 import pyarrow.parquet as pq
 from tokenizers import Tokenizer
-folder, tokenizer, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
 texts = []
 for f in sorted(glob.glob(folder + "/shard-*.parquet")):
     texts += pq.read_table(f, columns=["text"]).column(0).to_pylist()
 tok = Tokenizer.from_file(tokenizer)
+batches = [texts[s : s + batch] for s in range(0, len(texts), batch)]
+t0, c0 = time.perf_counter(), time.process_time()
+if mode == "threads":  # batches on 2 threads of ours, the library's own threads off
+    with ThreadPoolExecutor(2) as pool:
+        results = pool.map(tok.encode_batch_fast, batches)
+        tokens = sum(len(e) for encodings in results for e in encodings)
+else:  # the library's own (Rayon) threads across each batch
+    tokens = sum(len(e) for b in batches for e in tok.encode_batch_fast(b))
+seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+print(json.dumps({"seconds": seconds, "cpu": cpu, "tokens": tokens}))
+"""
+
+IN_PROCESS = r"""
+import json, os, sys, time
+from pathlib import Path
+import corpus_assets.core.tokenize as T
+from corpus_assets.core.stages import run_stage
+mode = sys.argv[4]
+if mode == "processes":  # one worker process per core, one encoding thread each
+    T.plan = lambda info, workers, shards: (min(workers, shards), 1)
+elif mode == "library":  # this process, the library's own threads across each batch
+    T.plan = lambda info, workers, shards: (1, 1)
+    T.PARALLELISM_ENV = "CORPUS_BENCH_UNUSED"
 t0 = time.perf_counter()
-tokens = 0
-for s in range(0, len(texts), batch):
-    tokens += sum(len(e) for e in tok.encode_batch_fast(texts[s : s + batch]))
-seconds = time.perf_counter() - t0
-print(json.dumps({"seconds": seconds, "tokens": tokens}))
+summary = run_stage("tokenize", Path(sys.argv[1]), Path(sys.argv[2]), workers=int(sys.argv[3]))
+print(json.dumps({"seconds": time.perf_counter() - t0, "result": summary}))
 """
 
 RSS = r"""
@@ -70,8 +102,10 @@ proc = subprocess.run(sys.argv[1:], capture_output=True, text=True)
 seconds = time.perf_counter() - t0
 if proc.returncode:
     sys.exit(proc.stderr)
-rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-print(json.dumps({"seconds": seconds, "maxrss_kb": rss, "result": json.loads(proc.stdout)}))
+use = resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = use.ru_utime + use.ru_stime
+result = json.loads(proc.stdout)
+print(json.dumps({"seconds": seconds, "cpu": cpu, "maxrss_kb": use.ru_maxrss, "result": result}))
 """
 
 
@@ -155,11 +189,40 @@ def run_stage(config: Path, root: Path, workers: int) -> dict[str, Any]:
     return dict(json.loads(out.stdout))
 
 
-def run_baseline(folder: Path) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if k not in ("TOKENIZERS_PARALLELISM",)}
-    cmd = [sys.executable, "-c", BASELINE, str(folder), str(GPT2), "1000"]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+def run_stage_timed(config: Path, root: Path, workers: int, mode: str = "plan") -> dict[str, Any]:
+    """The stage from scratch, timed inside its process (interpreter start-up excluded)."""
+    shutil.rmtree(root / "tokens", ignore_errors=True)
+    shutil.rmtree(root / "work", ignore_errors=True)
+    cmd = [sys.executable, "-c", IN_PROCESS, str(config), str(root), str(workers), mode]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return dict(json.loads(out.stdout))
+
+
+def run_baseline(folder: Path, mode: str) -> dict[str, Any]:
+    cmd = [sys.executable, "-c", BASELINE, str(folder), str(GPT2), "1000", mode]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return dict(json.loads(out.stdout))
+
+
+def wait_for_quiet(limit_s: float = 60.0) -> float:
+    """Wait (up to `limit_s`) until the machine was >= 85% idle for a second; seconds waited."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit_s:
+        a = _cpu_times()
+        time.sleep(1.0)
+        b = _cpu_times()
+        if (b[1] - a[1]) >= 0.85 * (b[0] - a[0]):
+            break
+    return time.monotonic() - t0
+
+
+def _cpu_times() -> tuple[int, int]:
+    """(total, idle) jiffies from /proc/stat (zeros elsewhere)."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    except OSError:
+        return 0, 0
+    return sum(fields[:8]), fields[3] + fields[4]
 
 
 def text_bytes(folder: Path) -> int:
@@ -169,44 +232,70 @@ def text_bytes(folder: Path) -> int:
     )
 
 
-def compare(work: Path, parts: Path, shard_mb: float, rounds: int) -> float:
+def compare(work: Path, parts: Path, shard_mb: float, rounds: int, modes: bool) -> float:
     config = write_config(work, f"gpt2-{shard_mb:g}", {"id": "gpt2", "path": str(GPT2)})
     root = work / "root"
     folder = Layout(root).shards(load_config(config))
     manifest = write_shards(parts, folder, shard_mb)
     nbytes = text_bytes(folder)
-    stage_s, base_s, tokens = [], [], 0
+    runs: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
+    ratios: list[float] = []
+    waited = 0.0
+    tokens = 0
+
+    def record(label: str, result: dict[str, Any]) -> float:
+        runs.setdefault(label, []).append(result["seconds"])
+        if "cpu" in result:
+            cpu.setdefault(label, []).append(result["cpu"])
+        return float(result["seconds"])
+
     for _ in range(rounds):
-        base = run_baseline(folder)
+        waited += wait_for_quiet()
+        best = min(
+            record("raw, library threads", run_baseline(folder, "library")),
+            record("raw, 2 threads of ours", run_baseline(folder, "threads")),
+        )
         stage = run_stage(config, root, 2)
-        base_s.append(base["seconds"])
-        stage_s.append(stage["seconds"])
+        ratios.append(best / record("stage, `corpus run`", stage))
+        record("stage, in its process", run_stage_timed(config, root, 2))
+        if modes:
+            record("  mode: library threads", run_stage_timed(config, root, 2, "library"))
+            record("  mode: 2 processes", run_stage_timed(config, root, 2, "processes"))
         tokens = stage["result"]["tokens"] - stage["result"]["documents"]  # without EOS
-        assert tokens == base["tokens"], (tokens, base["tokens"])
-    b, s = statistics.median(base_s), statistics.median(stage_s)
     print(
         f"\nGPT-2, {nbytes / 1e6:.1f} MB of text, {tokens:,} tokens, "
-        f"{len(manifest['shards'])} shard(s) of <= {shard_mb:g} MB, {rounds} alternating rounds"
+        f"{len(manifest['shards'])} shard(s) of <= {shard_mb:g} MB, 2 workers, {rounds} rounds "
+        f"(waited {waited:.0f} s for a quiet machine)"
     )
-    print(f"  raw encode_batch_fast  {tokens / b:>12,.0f} tok/s  {nbytes / 1e6 / b:6.2f} MB/s"
-          f"  (median {b:.2f} s of {', '.join(f'{x:.2f}' for x in base_s)})")  # fmt: skip
-    print(f"  tokenize stage (2 w.)  {tokens / s:>12,.0f} tok/s  {nbytes / 1e6 / s:6.2f} MB/s"
-          f"  (median {s:.2f} s of {', '.join(f'{x:.2f}' for x in stage_s)})")  # fmt: skip
-    print(f"  ratio stage / raw: {b / s:.3f}  (target >= 0.85)")
-    return b / s
+    for label, times in runs.items():
+        median = statistics.median(times)
+        used = f", CPU {statistics.median(cpu[label]):.1f} s" if label in cpu else ""
+        print(
+            f"  {label:<24} {tokens / median:>10,.0f} tok/s {nbytes / 1e6 / median:6.2f} MB/s"
+            f"  (median {median:.2f} s of {', '.join(f'{x:.2f}' for x in times)}{used})"
+        )
+    ratio = statistics.median(ratios)
+    print(
+        f"  stage / best raw, per round: {', '.join(f'{r:.3f}' for r in ratios)}; "
+        f"median {ratio:.3f} (target >= 0.85)"
+    )
+    return ratio
 
 
 def bytes_speed(work: Path, parts: Path) -> None:
-    from corpus_assets.core.tokenize import TEXT_BATCH_BYTES, _by_size
-    from corpus_assets.core.tokenizer import BytesEncoder
+    from corpus_assets.core.tokenize import TEXT_BATCH_BYTES, _by_size, read_shards, run_task
+    from corpus_assets.core.tokenizer import BytesEncoder, resolve_tokenizer
 
     config = write_config(work, "bytes", {"id": "bytes"})
+    cfg = load_config(config)
     root = work / "root"
-    folder = Layout(root).shards(load_config(config))
-    write_shards(parts, folder, 64)
+    folder = Layout(root).shards(cfg)
+    write_shards(parts, folder, 4)
     texts = [pq.read_table(p, columns=["text"])["text"] for p in sorted(folder.glob("shard-*"))]
     arrays = [chunk for column in texts for chunk in column.chunks]
-    nbytes = sum(int(pc.sum(pc.binary_length(a)).as_py()) for a in arrays)
+    sizes = [int(pc.sum(pc.binary_length(a)).as_py()) for a in arrays]
+    nbytes = sum(sizes)
     encoder = BytesEncoder()
     best = float("inf")
     for _ in range(3):
@@ -215,17 +304,41 @@ def bytes_speed(work: Path, parts: Path) -> None:
             for piece, _n in _by_size(array, TEXT_BATCH_BYTES):
                 encoder.encode(piece)
         best = min(best, time.perf_counter() - t0)
-    stage = min((run_stage(config, root, 2) for _ in range(2)), key=lambda r: r["seconds"])
-    print(f"\nbytes tokenizer, {nbytes / 1e6:.1f} MB of text")
-    print(f"  encoder (Arrow text -> uint16 ids + EOS)  {nbytes / 1e6 / best:8.1f} MB/s")
-    print(
-        f"  whole stage (subprocess, 2 workers)       {nbytes / 1e6 / stage['seconds']:8.1f} MB/s"
-        f"  ({stage['seconds']:.2f} s)"
-    )
+    print(f"\nbytes tokenizer, {nbytes / 1e6:.1f} MB of text in 4 MB shards")
+    print(f"  encoder (Arrow text -> uint16 ids + EOS)      {nbytes / 1e6 / best:8.1f} MB/s")
+    shards = read_shards(folder)
+    entry, out = shards.shards[0], work / "bytes-task"
+    one = float("inf")
+    for _ in range(3):
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir()
+        task = ShardTask(
+            entry["name"], str(folder / entry["name"]), entry["sha256"], entry["rows"],
+            entry["bytes"], str(out), str(out / "marker.json"), resolve_tokenizer(cfg), 1000,
+        )  # fmt: skip
+        t0 = time.perf_counter()
+        run_task(task)
+        one = min(one, time.perf_counter() - t0)
+    shard_bytes = sum(len(t.encode("utf-8")) for t in texts[0].to_pylist())
+    print(f"  one shard in a worker (read..fsync)           {shard_bytes / 1e6 / one:8.1f} MB/s")
+    cli = min(run_stage(config, root, 2)["seconds"] for _ in range(2))
+    inner = min(run_stage_timed(config, root, 2)["seconds"] for _ in range(2))
+    print(f"  stage, `corpus run` (2 worker processes)      {nbytes / 1e6 / cli:8.1f} MB/s")
+    print(f"  stage, in its process (2 worker processes)    {nbytes / 1e6 / inner:8.1f} MB/s")
 
 
 def peak_rss(work: Path, mbs: list[float]) -> None:
     print("\npeak RSS of the tokenize stage (GPT-2, 2 workers, 64 MB shards; largest process)")
+    floor = (
+        "import resource, corpus_assets.core.stages, corpus_assets.core.tokenize as t;"
+        "from corpus_assets.core.tokenizer import load_hf;"
+        f"load_hf(t.Path({str(GPT2)!r}), 'gpt2');"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    )
+    idle = subprocess.run([sys.executable, "-c", floor], check=True, capture_output=True, text=True)
+    print(
+        f"  (imports + GPT-2 tokenizer loaded, nothing tokenized: {int(idle.stdout) / 1024:.1f} MB)"
+    )
     for mb in mbs:
         parts = make_corpus(work, mb)
         config = write_config(work, f"rss-{mb:g}", {"id": "gpt2", "path": str(GPT2)})
@@ -247,6 +360,7 @@ def main() -> None:
     ap.add_argument("--shard-mb", type=float, default=64.0)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--skip-rss", action="store_true")
+    ap.add_argument("--compare-modes", action="store_true", help="also time other stage modes")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     print(
@@ -254,11 +368,16 @@ def main() -> None:
         f"TOKENIZERS_PARALLELISM={os.environ.get('TOKENIZERS_PARALLELISM')}"
     )
     parts = make_corpus(args.work, args.mb)
-    ratios = [compare(args.work, parts, mb, args.rounds) for mb in (args.shard_mb, 4.0)]
+    shard_sizes = (args.shard_mb, 4.0)
+    ratios = [compare(args.work, parts, mb, args.rounds, args.compare_modes) for mb in shard_sizes]
     bytes_speed(args.work, parts)
     if not args.skip_rss:
         peak_rss(args.work, [args.mb, args.big_mb])
-    print(f"\nratio stage / raw: {', '.join(f'{r:.3f}' for r in ratios)} (target >= 0.85)")
+    print(
+        "\nstage (`corpus run`, 2 workers) / best raw baseline, median of rounds (target >= 0.85):"
+    )
+    for ratio, mb in zip(ratios, shard_sizes, strict=True):
+        print(f"  {mb:>4g} MB shards: {ratio:.3f}")
 
 
 if __name__ == "__main__":
