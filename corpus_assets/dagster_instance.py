@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from corpus_assets.core.atomic import write_bytes
 from corpus_assets.core.layout import Layout
+from corpus_assets.core.locks import hold
 
 if TYPE_CHECKING:
     import dagster as dg
@@ -54,4 +55,7 @@ def open_instance(root: Path) -> dg.DagsterInstance:
 
     home = ensure_home(dagster_home(root))
     os.environ["DAGSTER_HOME"] = str(home)
-    return dg.DagsterInstance.get()
+    # The first open creates the SQLite tables; two `corpus build`s starting together on a new
+    # root would both try ("table runs already exists"), so opening is serialized.
+    with hold(home / ".open.lock", f"the Dagster instance in {home}", timeout=120):
+        return dg.DagsterInstance.get()
