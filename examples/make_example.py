@@ -13,20 +13,82 @@ from pathlib import Path
 
 OUT = Path(__file__).resolve().parent / "tiny" / "docs.jsonl"
 
-NAMES = ["Mia", "Leo", "Ava", "Sam", "Zoe", "Ben", "Ivy", "Max", "Ruby", "Finn", "Nora", "Eli",
-         "Lily", "Owen", "Rosa", "Jack", "Tess", "Hugo", "Anna", "Theo"]
-ANIMALS = ["a small gray cat", "a curious puppy", "an old turtle", "a brave little mouse",
-           "a sleepy owl", "a red fox", "a tiny green frog", "a friendly goat", "a shy rabbit",
-           "a noisy parrot", "a spotted deer", "a busy beaver"]
-PLACES = ["by the river", "in the tall grass", "under the big oak tree", "near the old bridge",
-          "behind the bakery", "on the sandy beach", "at the edge of the forest",
-          "in the quiet library", "on top of the hill", "beside the pond", "in the garden",
-          "at the busy market"]
-THINGS = ["a shiny blue stone", "a paper kite", "a wooden boat", "a lost mitten",
-          "a jar of honey", "a map with a red cross", "a silver key", "a broken clock",
-          "a basket of apples", "a yellow umbrella", "a music box", "a feather"]
-FEELINGS = ["happy", "worried", "excited", "proud", "surprised", "curious", "calm", "sad",
-            "hopeful", "nervous"]
+NAMES = [
+    "Mia",
+    "Leo",
+    "Ava",
+    "Sam",
+    "Zoe",
+    "Ben",
+    "Ivy",
+    "Max",
+    "Ruby",
+    "Finn",
+    "Nora",
+    "Eli",
+    "Lily",
+    "Owen",
+    "Rosa",
+    "Jack",
+    "Tess",
+    "Hugo",
+    "Anna",
+    "Theo",
+]
+ANIMALS = [
+    "a small gray cat",
+    "a curious puppy",
+    "an old turtle",
+    "a brave little mouse",
+    "a sleepy owl",
+    "a red fox",
+    "a tiny green frog",
+    "a friendly goat",
+    "a shy rabbit",
+    "a noisy parrot",
+    "a spotted deer",
+    "a busy beaver",
+]
+PLACES = [
+    "by the river",
+    "in the tall grass",
+    "under the big oak tree",
+    "near the old bridge",
+    "behind the bakery",
+    "on the sandy beach",
+    "at the edge of the forest",
+    "in the quiet library",
+    "on top of the hill",
+    "beside the pond",
+    "in the garden",
+    "at the busy market",
+]
+THINGS = [
+    "a shiny blue stone",
+    "a paper kite",
+    "a wooden boat",
+    "a lost mitten",
+    "a jar of honey",
+    "a map with a red cross",
+    "a silver key",
+    "a broken clock",
+    "a basket of apples",
+    "a yellow umbrella",
+    "a music box",
+    "a feather",
+]
+FEELINGS = [
+    "happy",
+    "worried",
+    "excited",
+    "proud",
+    "surprised",
+    "curious",
+    "calm",
+    "sad",
+    "hopeful",
+    "nervous",
+]
 OPENINGS = [
     "One morning, {name} walked {place} and saw {animal}.",
     "{name} loved to play {place} every afternoon.",
@@ -62,8 +124,13 @@ ENDINGS = [
 def fill(rng: random.Random, template: str) -> str:
     name, name2 = rng.sample(NAMES, 2)
     return template.format(
-        name=name, name2=name2, animal=rng.choice(ANIMALS), animal2=rng.choice(ANIMALS).split()[-1],
-        place=rng.choice(PLACES), thing=rng.choice(THINGS), feeling=rng.choice(FEELINGS),
+        name=name,
+        name2=name2,
+        animal=rng.choice(ANIMALS),
+        animal2=rng.choice(ANIMALS).split()[-1],
+        place=rng.choice(PLACES),
+        thing=rng.choice(THINGS),
+        feeling=rng.choice(FEELINGS),
     )
 
 
