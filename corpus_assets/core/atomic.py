@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from corpus_assets.core.errors import CorpusError, TransientError
+from corpus_assets.core.errors import ConfigError, CorpusError, TransientError
 
 MANIFEST = "_MANIFEST.json"
 
@@ -28,9 +28,25 @@ def fsync_dir(path: Path) -> None:
 def disk_error(exc: OSError, path: Path) -> CorpusError:
     """A full or read-only disk is worth a retry once fixed; say which path and why."""
     reason = exc.strerror or str(exc)
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM):
-        return TransientError(f"cannot write {path}: {reason}")
-    return CorpusError(f"cannot write {path}: {reason}")
+    if exc.errno == errno.EXDEV:
+        return ConfigError(
+            f"cannot move {path} across file systems: the data root must be one file system"
+        )
+    if exc.errno is None and _nearly_full(path):  # short writes (numpy, pyarrow) carry no errno
+        reason = f"no space left on device ({reason})"
+    elif exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM):
+        return CorpusError(f"cannot write {path}: {reason}")
+    return TransientError(f"cannot write {path}: {reason}")
+
+
+def _nearly_full(path: Path) -> bool:
+    """Less than 1 MiB free where `path` lives (a write that stopped short ran out of room)."""
+    folder = path if path.is_dir() else path.parent
+    try:
+        stats = os.statvfs(folder)
+    except OSError:
+        return False
+    return stats.f_bavail * stats.f_frsize < (1 << 20)
 
 
 @contextmanager

@@ -131,6 +131,7 @@ def test_disk_errors_lose_nothing(example: Path, tmp_path: Path) -> None:
         error = failed.summary["error"]
         assert "shards: `corpus run --stage shard`" in error, error
         assert f"cannot write {root}/work/{cfg.hash12}/" in error, error
+        assert "no space left on device" in error.lower(), error
         assert tree(root, "corpus", "tokens", "raw") == before, "an earlier build changed"
         for manifest in ("shards_manifest", "tokens_manifest"):
             assert verify_path(root / first.summary[manifest]) == []
