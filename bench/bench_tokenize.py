@@ -330,15 +330,15 @@ def bytes_speed(work: Path, parts: Path) -> None:
 def peak_rss(work: Path, mbs: list[float]) -> None:
     print("\npeak RSS of the tokenize stage (GPT-2, 2 workers, 64 MB shards; largest process)")
     floor = (
-        "import resource, corpus_assets.core.stages, corpus_assets.core.tokenize as t;"
+        "import corpus_assets.core.stages, corpus_assets.core.tokenize as t;"
         "from corpus_assets.core.tokenizer import load_hf;"
-        f"load_hf(t.Path({str(GPT2)!r}), 'gpt2');"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+        f"load_hf(t.Path({str(GPT2)!r}), 'gpt2'); print('{{}}')"
     )
-    idle = subprocess.run([sys.executable, "-c", floor], check=True, capture_output=True, text=True)
-    print(
-        f"  (imports + GPT-2 tokenizer loaded, nothing tokenized: {int(idle.stdout) / 1024:.1f} MB)"
-    )
+    # ru_maxrss survives exec: measure children of a small helper, never of this big process
+    cmd = [sys.executable, "-c", RSS, sys.executable, "-c", floor]
+    idle = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    floor_mb = idle["maxrss_kb"] / 1024
+    print(f"  (imports + GPT-2 tokenizer loaded, nothing tokenized: {floor_mb:.1f} MB)")
     for mb in mbs:
         parts = make_corpus(work, mb)
         config = write_config(work, f"rss-{mb:g}", {"id": "gpt2", "path": str(GPT2)})
