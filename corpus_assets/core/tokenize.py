@@ -104,7 +104,7 @@ def tokenize(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress
         published = _published(final, shards, info)
         out, markers = work / "out", work / "markers"
         if published is not None:
-            remove_tree(markers)  # left if a run was killed right after publishing
+            remove_tree(work)  # left if a run was killed right after publishing
             progress.note(f"tokens already built in {final.relative_to(layout.root)}")
             return _result(layout, final, published)
         out.mkdir(parents=True, exist_ok=True)
@@ -122,7 +122,7 @@ def tokenize(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress
         doc = _manifest(cfg, info, shards, files, os.path.relpath(shards.folder, final))
         write_json(out / MANIFEST, doc)
         publish_dir(out, final)
-        remove_tree(markers)
+        remove_tree(work)
     progress.done()
     return _result(layout, final, doc)
 
