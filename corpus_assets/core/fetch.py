@@ -160,7 +160,7 @@ def _write_parts(
     part_bytes = part_rows = total = total_bytes = 0
 
     def flush() -> None:
-        nonlocal writer, part_bytes
+        nonlocal writer
         if not batch:
             return
         if writer is None:
@@ -168,7 +168,6 @@ def _write_parts(
                 staging / f"part-{len(parts):05d}.parquet", RAW_SCHEMA, compression="zstd"
             )
         writer.write_table(pa.Table.from_pylist(batch, schema=RAW_SCHEMA))
-        progress.add(len(batch), sum(len(r["text"].encode("utf-8")) for r in batch))
         batch.clear()
 
     def close_part() -> None:
@@ -188,6 +187,7 @@ def _write_parts(
         part_rows += 1
         total += 1
         total_bytes += size
+        progress.add(1, size)
         if len(batch) >= ROW_GROUP_ROWS:
             flush()
         if part_bytes >= PART_TEXT_BYTES:

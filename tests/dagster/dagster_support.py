@@ -6,9 +6,14 @@ import json
 import shutil
 import sys
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
+import pytest
+
+from corpus_assets.dagster_instance import ensure_home
 from corpus_assets.resources.stage_runner import StageRunner
 
 REPO = Path(__file__).resolve().parents[2]
@@ -21,6 +26,25 @@ def copy_example(folder: Path) -> Path:
     shutil.copytree(EXAMPLES / "tiny", folder / "tiny")
     shutil.copy(EXAMPLES / "tiny.toml", folder / "tiny.toml")
     return folder / "tiny.toml"
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Path:
+    """A private copy of the bundled example config."""
+    return copy_example(tmp_path / "configs")
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def instance(root: Path) -> Iterator[dg.DagsterInstance]:
+    """A real instance on disk with the project's dagster.yaml, under the data root."""
+    home = ensure_home(root / "dagster")
+    with dg.DagsterInstance.from_config(str(home)) as inst:
+        yield inst
 
 
 def variant(example: Path, name: str, **changes: Any) -> Path:
