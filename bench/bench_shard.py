@@ -1,6 +1,6 @@
 """Score and time the shard stage on a benchmark corpus with known duplicates, PII and junk.
 
-    python bench/bench_shard.py [--mb 20] [--workers 2] [--out bench/out/shard] [--check]
+    python bench/bench_shard.py [--mb 20] [--seed 0] [--workers 2] [--out bench/out/shard] [--check]
 
 Builds the corpus with ../shared/bench/make_corpus.py (it writes truth.json), fetches it, runs
 the shard stage in a subprocess (wall time and the children's CPU time), then scores the
@@ -128,19 +128,17 @@ def editions_kept(out: Path) -> tuple[int, int]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mb", type=float, default=20.0)
+    ap.add_argument("--seed", type=int, default=0, help="make_corpus.py's seed")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "shard")
     ap.add_argument("--check", action="store_true", help="exit 1 when a quality bar is missed")
     ap.add_argument("--no-datatrove", action="store_true", help="skip the datatrove comparison")
     args = ap.parse_args()
     out = args.out.resolve()
-    data = out / f"corpus-{args.mb:g}mb"
+    data = out / (f"corpus-{args.mb:g}mb" + (f"-s{args.seed}" if args.seed else ""))
     if not (data / "truth.json").exists():
-        subprocess.run(
-            [sys.executable, str(MAKE_CORPUS), "--out", str(data), "--mb", str(args.mb)],
-            check=True,
-            capture_output=True,
-        )
+        make = [sys.executable, str(MAKE_CORPUS), "--out", str(data), "--mb", str(args.mb)]
+        subprocess.run([*make, "--seed", str(args.seed)], check=True, capture_output=True)
     truth = json.loads((data / "truth.json").read_text(encoding="utf-8"))
     root = out / f"root-{args.mb:g}mb-w{args.workers}"
     subprocess.run(["rm", "-rf", str(root)], check=True)
@@ -162,6 +160,7 @@ def main() -> int:
         "shakespeare_two_editions_both_kept": f"{both}/{pairs}",
         "dropped": summary["dropped"],
         "duplicates": summary["duplicates"],
+        "partial_copies": summary["partial_copies"],
         "pii_replaced": summary["pii"],
     }
     near_copies = originals_that_are_near_copies(data, truth)

@@ -97,6 +97,7 @@ class DedupSpec(_Section):
     bands: int = Field(default=20, ge=1)
     threshold: float = Field(default=0.8, gt=0.0, le=1.0)
     confirm: bool = True
+    partial: bool = True
     seed: int = 1
 
     @field_validator("bands")

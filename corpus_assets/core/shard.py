@@ -6,7 +6,8 @@ Three phases, each deterministic whatever the worker count:
    MinHash signature, PII scrub; the survivors of the filters go to a task file in staging with
    a `.done` marker written last, so a killed stage resumes without redoing finished tasks;
 2. in the parent: exact dedup over all exact keys, then MinHash-LSH near dedup over the
-   signatures of the exact survivors (memory: 16 bytes + one signature per document);
+   signatures of the exact survivors (memory: 16 bytes + one signature per document); a near
+   copy that holds its kept match whole plus new paragraphs keeps only those (`partial`);
 3. in the parent: the survivors, in task order, go to shards of the target size; the manifest
    is written last and the folder is published by rename.
 """
@@ -43,6 +44,7 @@ class ShardResult:
     docs_out: int
     dropped: dict[str, int]
     duplicates: dict[str, int]
+    partial_copies: int
     pii: dict[str, int]
     shards: int
     bytes_out: int
@@ -62,13 +64,18 @@ def shard(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) -
     tasks = plan_tasks(layout, sources)
     outputs = run_tasks(cfg, layout, tasks, work / "tasks", workers, progress)
     progress.note(f"deduplicating {sum(o.kept for o in outputs):,} filtered documents")
-    exact, near = duplicates(cfg, outputs, work / "tasks", progress)
+    dedup = duplicates(cfg, outputs, work / "tasks", progress)
+    counts = {"exact": int(dedup.exact.sum()), "near": int(dedup.near.sum())}
     progress.note(
-        f"duplicates: {int(exact.sum()):,} exact, {int(near.sum()):,} near; writing shards"
+        f"duplicates: {counts['exact']:,} exact, {counts['near']:,} near; "
+        f"{len(dedup.partial):,} partial copies cut to their new paragraphs; writing shards"
     )
     staging = fresh_dir(work / "staging")
-    shards, written = write_shards(cfg, outputs, work / "tasks", exact | near, staging, progress)
-    manifest = _manifest(cfg, sources, outputs, int(exact.sum()), int(near.sum()), shards, written)
+    shards, written = write_shards(
+        cfg, outputs, work / "tasks", dedup.exact | dedup.near, dedup.partial, staging, progress
+    )
+    written["partial_copies"] = len(dedup.partial)
+    manifest = _manifest(cfg, sources, outputs, counts, shards, written)
     write_json(staging / MANIFEST, manifest)
     publish_dir(staging, final)
     remove_tree(work)
@@ -150,6 +157,7 @@ def result_of(manifest_path: Path, cached: bool) -> ShardResult:
         docs_out=m["documents_out"],
         dropped=m["dropped"],
         duplicates=m["duplicates"],
+        partial_copies=m.get("partial_copies", 0),
         pii=m["pii"],
         shards=len(m["shards"]),
         bytes_out=m["text_bytes_out"],
@@ -161,8 +169,7 @@ def _manifest(
     cfg: LoadedConfig,
     sources: list[dict[str, Any]],
     outputs: list[TaskOutput],
-    exact: int,
-    near: int,
+    duplicates: dict[str, int],
     shards: list[dict[str, Any]],
     written: dict[str, Any],
 ) -> dict[str, Any]:
@@ -190,7 +197,8 @@ def _manifest(
         "documents_out": written["documents"],
         "text_bytes_out": written["text_bytes"],
         "dropped": dict(sorted(dropped.items())),
-        "duplicates": {"exact": exact, "near": near},
+        "duplicates": duplicates,
+        "partial_copies": written["partial_copies"],
         "pii": written["pii"],
         "shards": shards,
         "code_version": CODE_VERSION,

@@ -1,8 +1,9 @@
-"""Phase 2 of the shard stage: exact then near dedup over all filtered documents, in task order."""
+"""Phase 2 of the shard stage: exact, near and partial copies among the filtered documents."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,10 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from corpus_assets.core.config import LoadedConfig
-from corpus_assets.core.minhash import jaccard, near_duplicates
+from corpus_assets.core.filters import make_filter
+from corpus_assets.core.minhash import duplicate_of, jaccard
+from corpus_assets.core.normalize import exact_key
+from corpus_assets.core.partial import new_paragraphs
 from corpus_assets.core.progress import Progress
 from corpus_assets.core.shard_tasks import TaskOutput, task_path
 
@@ -18,32 +22,72 @@ Mask = np.ndarray[Any, np.dtype[np.bool_]]
 TEXT_CACHE_TASKS = 8
 
 
+@dataclass(frozen=True)
+class Dedup:
+    """The outcome of phase 2, over the filtered documents in global order."""
+
+    exact: Mask
+    """Copies of an earlier document (after normalization): dropped."""
+    near: Mask
+    """Near copies of an earlier kept document: dropped."""
+    partial: dict[int, str]
+    """Partial copies (see `partial`), by row: kept with only these, their new paragraphs."""
+
+
 def duplicates(
     cfg: LoadedConfig, outputs: list[TaskOutput], task_dir: Path, progress: Progress
-) -> tuple[Mask, Mask]:
-    """Masks over the filtered documents (global order): exact copies, near copies."""
+) -> Dedup:
+    """Exact copies, near copies and partial copies among the filtered documents."""
     total = sum(o.kept for o in outputs)
-    exact = np.zeros(total, dtype=bool)
-    near = np.zeros(total, dtype=bool)
+    out = Dedup(np.zeros(total, dtype=bool), np.zeros(total, dtype=bool), {})
     dedup = cfg.model.dedup
     if total == 0:
-        return exact, near
+        return out
+    keys = _concat(task_dir, outputs, ".keys.npy")
     if dedup.exact:
-        exact = exact_duplicates(_concat(task_dir, outputs, ".keys.npy"))
-    if dedup.near:
-        survivors = np.flatnonzero(~exact)
-        sigs = _concat(task_dir, outputs, ".sigs.npy")[survivors]
-        texts = _TextLookup(task_dir, outputs)
-        ngram = dedup.ngram
+        out.exact[:] = exact_duplicates(keys)
+    if not dedup.near:
+        return out
+    survivors = np.flatnonzero(~out.exact)
+    sigs = _concat(task_dir, outputs, ".sigs.npy")[survivors]
+    texts = _TextLookup(task_dir, outputs)
 
-        def confirm(i: int, j: int) -> bool:
-            progress.beat(f"near dedup: confirming candidate pairs (row {i:,} of {len(sigs):,})")
-            a, b = texts.get(int(survivors[i])), texts.get(int(survivors[j]))
-            return jaccard(a, b, ngram) >= dedup.threshold
+    def confirm(i: int, j: int) -> bool:
+        progress.beat(f"near dedup: confirming candidate pairs (row {i:,} of {len(sigs):,})")
+        a, b = texts.get(int(survivors[i])), texts.get(int(survivors[j]))
+        return jaccard(a, b, dedup.ngram) >= dedup.threshold
 
-        flags = near_duplicates(sigs, dedup, confirm if dedup.confirm else None)
-        near[survivors[flags]] = True
-    return exact, near
+    partner = duplicate_of(sigs, dedup, confirm if dedup.confirm else None)
+    out.near[survivors[partner >= 0]] = True
+    if dedup.partial:
+        _cut_partial_copies(cfg, out, keys, survivors, partner, texts, progress)
+    return out
+
+
+def _cut_partial_copies(
+    cfg: LoadedConfig,
+    out: Dedup,
+    keys: np.ndarray[Any, Any],
+    survivors: np.ndarray[Any, Any],
+    partner: np.ndarray[Any, Any],
+    texts: _TextLookup,
+    progress: Progress,
+) -> None:
+    """Move the near copies whose new paragraphs stand on their own from `near` to `partial`."""
+    keep_filter = make_filter(cfg.model.filters)
+    kept_keys = _KeySet(keys[~(out.exact | out.near)])
+    for j in np.flatnonzero(partner >= 0).tolist():
+        progress.beat(f"near dedup: cutting partial copies (row {j:,} of {len(partner):,})")
+        row, kept_row = int(survivors[j]), int(survivors[partner[j]])
+        rest = new_paragraphs(texts.get(kept_row), texts.get(row), cfg.model.dedup.ngram)
+        if rest is None or keep_filter(rest) is not None:
+            continue
+        key = exact_key(rest)
+        if key in kept_keys:
+            continue
+        kept_keys.add(key)
+        out.near[row] = False
+        out.partial[row] = rest
 
 
 def exact_duplicates(keys: np.ndarray[Any, Any]) -> Mask:
@@ -58,6 +102,23 @@ def exact_duplicates(keys: np.ndarray[Any, Any]) -> Mask:
 def _concat(task_dir: Path, outputs: list[TaskOutput], suffix: str) -> np.ndarray[Any, Any]:
     arrays = [np.load(task_path(task_dir, o.index, suffix)) for o in outputs]
     return np.concatenate(arrays)
+
+
+class _KeySet:
+    """Membership of 128-bit exact keys: a sorted array of many, plus a set of a few added."""
+
+    def __init__(self, keys: np.ndarray[Any, Any]) -> None:
+        self.sorted = np.unique(np.ascontiguousarray(keys).view(np.dtype((np.void, 16))).ravel())
+        self.added: set[bytes] = set()
+
+    def __contains__(self, key: bytes) -> bool:
+        probe = np.frombuffer(key, dtype=np.dtype((np.void, 16)))
+        at = int(np.searchsorted(self.sorted, probe)[0])
+        found = at < len(self.sorted) and self.sorted[at] == probe[0]
+        return bool(found) or key in self.added
+
+    def add(self, key: bytes) -> None:
+        self.added.add(key)
 
 
 class _TextLookup:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -94,11 +95,17 @@ def write_shards(
     outputs: list[TaskOutput],
     task_dir: Path,
     drop: np.ndarray[Any, Any],
+    texts: Mapping[int, str],
     staging: Path,
     progress: Progress,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Write the rows not in `drop` to shards in staging; return shard entries and totals."""
+    """Write the rows not in `drop` to shards in staging, with `texts` in place of theirs.
+
+    Returns the shard entries and the totals.
+    """
     sink = _ShardSink(staging, int(cfg.model.shards.target_mb * 1_000_000))
+    replaced = np.zeros(len(drop), dtype=bool)
+    replaced[list(texts)] = True
     pii = dict.fromkeys(PII_KINDS, 0)
     documents = text_bytes = 0
     start = 0
@@ -109,7 +116,11 @@ def write_shards(
             start += out.kept
             if not keep.any():
                 continue
-            table = pq.read_table(task_path(task_dir, out.index, ".parquet")).filter(pa.array(keep))
+            table = pq.read_table(task_path(task_dir, out.index, ".parquet"))
+            first = start - out.kept
+            table = _replace_texts(table, first, texts, replaced[first:start]).filter(
+                pa.array(keep)
+            )
             sizes = table.column("text_bytes").to_numpy()
             for k in PII_KINDS:
                 pii[k] += int(pc.sum(table.column(f"pii_{k}")).as_py() or 0)
@@ -120,3 +131,18 @@ def write_shards(
     except OSError as exc:
         raise disk_error(exc, staging) from exc
     return sink.shards, {"documents": documents, "text_bytes": text_bytes, "pii": pii}
+
+
+def _replace_texts(
+    table: pa.Table, first: int, texts: Mapping[int, str], replaced: np.ndarray[Any, Any]
+) -> pa.Table:
+    """A task's rows (global rows from `first` on) with `texts` put in place where `replaced`."""
+    if not replaced.any():
+        return table
+    column = table.column("text").to_pylist()
+    for local in np.flatnonzero(replaced).tolist():
+        column[local] = texts[first + local]
+    sizes = [len(t.encode("utf-8")) for t in column]
+    table = table.set_column(table.schema.get_field_index("text"), "text", pa.array(column))
+    index = table.schema.get_field_index("text_bytes")
+    return table.set_column(index, "text_bytes", pa.array(sizes, pa.int64()))

@@ -33,6 +33,7 @@ def _shard(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) 
         "documents_out": r.docs_out,
         "dropped": r.dropped,
         "duplicates": r.duplicates,
+        "partial_copies": r.partial_copies,
         "pii": r.pii,
         "shards": r.shards,
         "text_bytes_out": r.bytes_out,

@@ -225,3 +225,37 @@ def test_killed_shard_resumes_byte_identical(tmp_path: Path, bench_corpus: Path)
     assert "resuming" in final.stderr or not kills[1]
     assert tree(root / "corpus") == tree(clean / "corpus")
     assert not list((root / "work").glob("*/shard"))
+
+
+def test_a_partial_copy_keeps_only_its_new_paragraphs(tmp_path: Path) -> None:
+    stories = [s.strip() for s in TINY.read_text(encoding="utf-8").split("<|endoftext|>")]
+    story = max(stories, key=len)
+    speech = "LORENZO.\nLeave holloaing, man. Here! The moon shines bright: in such a night."
+    notice = "The committee met on Tuesday to review the budget for the new library wing again."
+    words = story.split(" ")
+    for i in range(0, len(words), 50):
+        words[i] = "very"
+    docs = {
+        "a": story,
+        "notice": notice,
+        "quoted": f"{story}\n\n{speech}",  # the story whole, then a paragraph of its own
+        "edited": "Reposted: " + " ".join(words),  # an edited copy: dropped
+        "joined": f"{notice}\n\n{story}",  # nothing new: both parts are kept documents
+    }
+    data = tmp_path / "docs.jsonl"
+    data.write_text("".join(json.dumps({"id": k, "text": v}) + "\n" for k, v in docs.items()))
+    source = f'[[sources]]\nname = "d"\nkind = "jsonl"\npath = "{data}"\nid_field = "id"\n'
+    source += 'license = "cc0-1.0"\n'
+    texts = {}
+    for partial in ("true", "false"):
+        root = tmp_path / partial
+        summary = build(config(tmp_path, f"{source}[dedup]\npartial = {partial}\n"), root)
+        manifest = root / str(summary["manifest"])
+        m = json.loads(manifest.read_text())
+        rows = pq.read_table(manifest.parent / m["shards"][0]["name"])
+        texts[partial] = dict(zip(rows["id"].to_pylist(), rows["text"].to_pylist(), strict=True))
+        assert corpus("verify", str(manifest)).returncode == 0
+        assert summary["partial_copies"] == m["partial_copies"] == (1 if partial == "true" else 0)
+        assert m["duplicates"] == {"exact": 0, "near": 2 if partial == "true" else 3}
+    assert texts["true"] == {"a": story, "notice": notice, "quoted": speech}
+    assert texts["false"] == {"a": story, "notice": notice}

@@ -1,0 +1,54 @@
+"""Partial copies: a near duplicate that holds an earlier kept document whole, plus new text.
+
+Near dedup drops a document whose word n-grams match an earlier kept one (Jaccard at or above
+the threshold). Some of those are not edited copies: they are the earlier document verbatim
+with paragraphs from elsewhere added (a reply quoting the post it answers, a digest, a page
+with a new section). Dropping them loses the new paragraphs; keeping them whole trains on the
+earlier text twice. With `[dedup] partial = true` (the default) the shard stage cuts the
+paragraphs such a document shares verbatim with the kept one and keeps the rest, when the rest
+is new text:
+
+- fewer than half of its n-grams occur in the kept document (the paragraphs of an edited copy
+  differ from the originals by a word here and there, so most of their n-grams do), and
+- it passes the quality filters (a cut-down footer of a few words does not), and
+- it is not an exact copy of a document already kept.
+
+Otherwise the document is dropped as a near duplicate. Paragraphs are separated by blank lines
+and compared with whitespace collapsed.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from corpus_assets.core.minhash import shingles
+from corpus_assets.core.normalize import collapse
+
+MAX_SHARED_NGRAMS = 0.5
+"""The new text may share at most this fraction of its n-grams with the kept document."""
+
+_PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n\s*")
+
+
+def paragraphs(text: str) -> list[str]:
+    """The non-empty paragraphs of a text (separated by lines that hold only whitespace)."""
+    return [p for p in (part.strip() for part in _PARAGRAPH_BREAK.split(text)) if p]
+
+
+def new_paragraphs(kept: str, copy: str, ngram: int) -> str | None:
+    """The paragraphs of `copy` not found verbatim in `kept`, when they are new text; else None.
+
+    None means `copy` has no paragraph of `kept` in it (an edited copy, not a composition), or
+    what remains after cutting those paragraphs is mostly `kept`'s n-grams again.
+    """
+    seen = {collapse(p) for p in paragraphs(kept)}
+    own = paragraphs(copy)
+    rest = [p for p in own if collapse(p) not in seen]
+    if not rest or len(rest) == len(own):
+        return None
+    text = "\n\n".join(rest)
+    mine = shingles(text, ngram)
+    shared = np.isin(mine, shingles(kept, ngram), assume_unique=True).sum()
+    return text if shared < MAX_SHARED_NGRAMS * mine.size else None
