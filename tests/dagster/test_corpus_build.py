@@ -55,7 +55,13 @@ def test_build_materializes_three_assets_with_checks(
     assert meta["stage_key"].value == cfg.stage_key("shard")
     assert {"reason", "documents"} <= {c.name for c in meta["dropped"].value.schema.columns}
     assert Path(str(meta["manifest"].value)) == root.resolve() / s["shards_manifest"]
-    assert {"duplicates_exact", "duplicates_near", "pii_email", "dedup_ratio"} <= set(meta)
+    assert {
+        "duplicates_exact",
+        "duplicates_near",
+        "partial_copies",
+        "pii_email",
+        "dedup_ratio",
+    } <= set(meta)
 
     start = time.monotonic()
     second = dagster_build.build(example, root, instance)
