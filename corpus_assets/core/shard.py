@@ -2,9 +2,10 @@
 
 Three phases, each deterministic whatever the worker count:
 
-1. per task (one row group of one raw part), in worker processes: normalize, filter, exact key,
-   MinHash signature, PII scrub; the survivors of the filters go to a task file in staging with
-   a `.done` marker written last, so a killed stage resumes without redoing finished tasks;
+1. per task (one row group of one raw part), in worker processes: normalize, filter, PII scrub,
+   then the exact key and MinHash signature of the scrubbed text; the survivors of the filters
+   go to a task file in staging with a `.done` marker written last, so a killed stage resumes
+   without redoing finished tasks;
 2. in the parent: exact dedup over all exact keys, then MinHash-LSH near dedup over the
    signatures of the exact survivors (memory: 16 bytes + one signature per document); a near
    copy that holds its kept match whole plus new paragraphs keeps only those (`partial`);

@@ -1,8 +1,10 @@
-"""Phase 1 of the shard stage: per-task filtering, keys, signatures and PII, in worker processes.
+"""Phase 1 of the shard stage: per-task filtering, PII, keys and signatures, in worker processes.
 
 A task is one row group of one raw Parquet part. Its output (the documents that pass the
-filters, their exact keys and MinHash signatures) is written to the work folder, then a `.done`
-marker with its counts: the marker is the task's completion record, so a resumed stage skips it.
+filters, PII scrubbed, with the exact keys and MinHash signatures of those scrubbed texts) is
+written to the work folder, then a `.done` marker with its counts: the marker is the task's
+completion record, so a resumed stage skips it. Dedup compares the texts as they are written,
+so two documents that differ only in an email address are copies, as they are in the output.
 """
 
 from __future__ import annotations
@@ -156,12 +158,7 @@ def run_task(cfg: LoadedConfig, task: Task, task_dir: Path) -> TaskOutput:
 def _write_task(
     cfg: LoadedConfig, kept: pa.Table, texts: list[str], task_dir: Path, index: int
 ) -> None:
-    dedup = cfg.model.dedup
-    keys = np.frombuffer(b"".join(exact_key(t) for t in texts), dtype="<u8").reshape(-1, 2)
-    _save_npy(task_path(task_dir, index, ".keys.npy"), keys)
-    if dedup.near:
-        sigs = signatures(texts, dedup)
-        _save_npy(task_path(task_dir, index, ".sigs.npy"), sigs)
+    """Scrub PII, then key and sign the texts as they will be written (dedup compares those)."""
     scrubber = Scrubber(cfg.model.pii)
     scrubbed: list[str] = []
     counts: dict[str, list[int]] = {k: [] for k in PII_KINDS}
@@ -170,6 +167,10 @@ def _write_task(
         scrubbed.append(clean)
         for k in PII_KINDS:
             counts[k].append(found.get(k, 0))
+    keys = np.frombuffer(b"".join(exact_key(t) for t in scrubbed), dtype="<u8").reshape(-1, 2)
+    _save_npy(task_path(task_dir, index, ".keys.npy"), keys)
+    if cfg.model.dedup.near:
+        _save_npy(task_path(task_dir, index, ".sigs.npy"), signatures(scrubbed, cfg.model.dedup))
     columns: dict[str, Any] = {
         "id": kept.column("id"),
         "text": scrubbed,

@@ -259,3 +259,22 @@ def test_a_partial_copy_keeps_only_its_new_paragraphs(tmp_path: Path) -> None:
         assert m["duplicates"] == {"exact": 0, "near": 2 if partial == "true" else 3}
     assert texts["true"] == {"a": story, "notice": notice, "quoted": speech}
     assert texts["false"] == {"a": story, "notice": notice}
+
+
+def test_copies_that_differ_only_in_pii_are_exact_duplicates(tmp_path: Path) -> None:
+    letter = "Thank you for your order. We will ship it within three days of payment. Write to {}."
+    docs = [
+        {"id": "first", "text": letter.format("alice@example.com")},
+        {"id": "second", "text": letter.format("bob.smith@mail.example.org")},
+        {"id": "other", "text": letter.format("the office").replace("three", "five")},
+    ]
+    data = tmp_path / "docs.jsonl"
+    data.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    source = f'[[sources]]\nname = "d"\nkind = "jsonl"\npath = "{data}"\nid_field = "id"\n'
+    summary = build(config(tmp_path, source + 'license = "cc0-1.0"\n'), tmp_path / "root")
+    manifest = tmp_path / "root" / str(summary["manifest"])
+    m = json.loads(manifest.read_text())
+    rows = pq.read_table(manifest.parent / m["shards"][0]["name"]).to_pylist()
+    assert [r["id"] for r in rows] == ["first", "other"]
+    assert rows[0]["text"] == letter.format("<EMAIL>")
+    assert m["duplicates"]["exact"] == 1 and m["pii"]["email"] == 1
