@@ -72,7 +72,8 @@ def fetch(cfg: LoadedConfig, layout: Layout, progress: Progress) -> FetchResult:
         fetch_source(cfg, spec, layout, progress, files)
         for spec, files in zip(cfg.model.sources, inputs, strict=True)
     ]
-    progress.done()
+    cached = sum(r.documents for r in results if r.cached)
+    progress.done(f"; {cached:,} documents already in the raw cache" if cached else "")
     return FetchResult(tuple(results))
 
 

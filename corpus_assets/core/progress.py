@@ -52,5 +52,6 @@ class Progress:
             f"{self.docs / elapsed:,.0f} docs/s, {mb / elapsed:,.2f} MB/s"
         )
 
-    def done(self) -> None:
-        self.emit(self.line(final=True))
+    def done(self, extra: str = "") -> None:
+        """The final line, with `extra` appended (e.g. what was found already done)."""
+        self.emit(self.line(final=True) + extra)
