@@ -75,8 +75,7 @@ def shard(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) -
     shards, written = write_shards(
         cfg, outputs, work / "tasks", dedup.exact | dedup.near, dedup.partial, staging, progress
     )
-    written["partial_copies"] = len(dedup.partial)
-    manifest = _manifest(cfg, sources, outputs, counts, shards, written)
+    manifest = _manifest(cfg, sources, outputs, counts, len(dedup.partial), shards, written)
     write_json(staging / MANIFEST, manifest)
     publish_dir(staging, final)
     remove_tree(work)
@@ -171,6 +170,7 @@ def _manifest(
     sources: list[dict[str, Any]],
     outputs: list[TaskOutput],
     duplicates: dict[str, int],
+    partial_copies: int,
     shards: list[dict[str, Any]],
     written: dict[str, Any],
 ) -> dict[str, Any]:
@@ -199,7 +199,7 @@ def _manifest(
         "text_bytes_out": written["text_bytes"],
         "dropped": dict(sorted(dropped.items())),
         "duplicates": duplicates,
-        "partial_copies": written["partial_copies"],
+        "partial_copies": partial_copies,
         "pii": written["pii"],
         "shards": shards,
         "code_version": CODE_VERSION,

@@ -112,15 +112,14 @@ def write_shards(
     try:
         for n, out in enumerate(outputs):
             progress.beat(f"writing shards: task {n:,} of {len(outputs):,}")
-            keep = ~drop[start : start + out.kept]
+            rows = slice(start, start + out.kept)
             start += out.kept
+            keep = ~drop[rows]
             if not keep.any():
                 continue
             table = pq.read_table(task_path(task_dir, out.index, ".parquet"))
-            first = start - out.kept
-            table = _replace_texts(table, first, texts, replaced[first:start]).filter(
-                pa.array(keep)
-            )
+            table = _replace_texts(table, rows.start, texts, replaced[rows])
+            table = table.filter(pa.array(keep))
             sizes = table.column("text_bytes").to_numpy()
             for k in PII_KINDS:
                 pii[k] += int(pc.sum(table.column(f"pii_{k}")).as_py() or 0)
