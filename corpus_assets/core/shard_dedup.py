@@ -27,7 +27,7 @@ class Dedup:
     """The outcome of phase 2, over the filtered documents in global order."""
 
     exact: Mask
-    """Copies of an earlier document (after normalization): dropped."""
+    """Copies of an earlier document (compared as written: normalized, PII scrubbed): dropped."""
     near: Mask
     """Near copies of an earlier kept document: dropped."""
     partial: dict[int, str]
@@ -74,9 +74,12 @@ def _cut_partial_copies(
     progress: Progress,
 ) -> None:
     """Move the near copies whose new paragraphs stand on their own from `near` to `partial`."""
+    copies = np.flatnonzero(partner >= 0).tolist()
+    if not copies:
+        return
     keep_filter = make_filter(cfg.model.filters)
     kept_keys = _KeySet(keys[~(out.exact | out.near)])
-    for j in np.flatnonzero(partner >= 0).tolist():
+    for j in copies:
         progress.beat(f"near dedup: cutting partial copies (row {j:,} of {len(partner):,})")
         row, kept_row = int(survivors[j]), int(survivors[partner[j]])
         rest = new_paragraphs(texts.get(kept_row), texts.get(row), cfg.model.dedup.ngram)
