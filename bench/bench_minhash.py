@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from corpus_assets.core.config import DedupSpec
-from corpus_assets.core.minhash import (
+from corpus_assets.core.text.minhash import (
     _min_into,
     _permutations,
     _shingle_parts,

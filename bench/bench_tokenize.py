@@ -14,7 +14,7 @@
    medians and best-of are compared (other load on a shared machine skews medians). Run once with
    shards of `--shard-mb` (default 64, the shard stage's default: one shard for 20 MB) and once
    with 4 MB shards (5 shards). With 2 workers both run in the stage's own process with 2
-   encoding threads (`corpus_assets.core.tokenize.plan`; `--compare-modes` times the
+   encoding threads (`corpus_assets.core.stages.tokenize_pool.plan`; `--compare-modes` times the
    alternatives: the library's own threads, and 2 worker processes).
 3. `bytes`: the encoder alone (Arrow text -> uint16 ids with EOS), one shard tokenized by a
    worker (read, encode, hash, write, fsync), and the whole stage (2 worker processes), MB/s.
@@ -39,10 +39,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpus_assets.core.atomic import write_json
 from corpus_assets.core.config import load_config
-from corpus_assets.core.layout import Layout
-from corpus_assets.core.tokenize import ShardTask
+from corpus_assets.core.stages.tokenize_pool import ShardTask
+from corpus_assets.core.store.atomic import write_json
+from corpus_assets.core.store.layout import Layout
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -82,8 +82,8 @@ print(json.dumps({"seconds": seconds, "cpu": cpu, "tokens": tokens}))
 IN_PROCESS = r"""
 import json, os, sys, time
 from pathlib import Path
-import corpus_assets.core.tokenize as T
-from corpus_assets.core.stages import run_stage
+import corpus_assets.core.stages.tokenize as T
+from corpus_assets.core.stages.run import run_stage
 mode = sys.argv[4]
 if mode == "processes":  # one worker process per core, one encoding thread each
     T.plan = lambda info, workers, shards: (min(workers, shards), 1)
@@ -284,8 +284,9 @@ def compare(work: Path, parts: Path, shard_mb: float, rounds: int, modes: bool) 
 
 
 def bytes_speed(work: Path, parts: Path) -> None:
-    from corpus_assets.core.tokenize import TEXT_BATCH_BYTES, _by_size, read_shards, run_task
-    from corpus_assets.core.tokenizer import BytesEncoder, resolve_tokenizer
+    from corpus_assets.core.stages.tokenize import read_shards
+    from corpus_assets.core.stages.tokenize_pool import TEXT_BATCH_BYTES, _by_size, run_task
+    from corpus_assets.core.text.tokenizer import BytesEncoder, resolve_tokenizer
 
     config = write_config(work, "bytes", {"id": "bytes"})
     cfg = load_config(config)
@@ -330,8 +331,8 @@ def bytes_speed(work: Path, parts: Path) -> None:
 def peak_rss(work: Path, mbs: list[float]) -> None:
     print("\npeak RSS of the tokenize stage (GPT-2, 2 workers, 64 MB shards; largest process)")
     floor = (
-        "import corpus_assets.core.stages, corpus_assets.core.tokenize as t;"
-        "from corpus_assets.core.tokenizer import load_hf;"
+        "import corpus_assets.core.stages.run, corpus_assets.core.stages.tokenize as t;"
+        "from corpus_assets.core.text.tokenizer import load_hf;"
         f"load_hf(t.Path({str(GPT2)!r}), 'gpt2'); print('{{}}')"
     )
     # ru_maxrss survives exec: measure children of a small helper, never of this big process

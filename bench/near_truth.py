@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 
 from corpus_assets.core.config import DedupSpec
-from corpus_assets.core.minhash import duplicate_of, jaccard, signatures
-from corpus_assets.core.normalize import normalize
+from corpus_assets.core.text.minhash import duplicate_of, jaccard, signatures
+from corpus_assets.core.text.normalize import normalize
 
 
 def originals_that_are_near_copies(data: Path, truth: dict[str, object]) -> set[str]:

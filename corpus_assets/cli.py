@@ -27,7 +27,7 @@ def _print_json(obj: Any) -> None:
 
 
 def _root(args: argparse.Namespace) -> Path:
-    from corpus_assets.core.layout import default_root
+    from corpus_assets.core.store.layout import default_root
 
     return Path(args.root) if args.root else default_root()
 
@@ -54,7 +54,7 @@ def cmd_hash(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from corpus_assets.core import stages
+    from corpus_assets.core.stages.run import run_stage
     from corpus_assets.dagster_report import pipes_if_launched
 
     if args.workers is not None and args.workers < 1:
@@ -62,9 +62,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     root = _root(args)
     with pipes_if_launched() as pipes:
         emit = _emit if pipes is None else pipes.tee(_emit)
-        result = stages.run_stage(
-            args.stage, Path(args.config), root, workers=args.workers, emit=emit
-        )
+        result = run_stage(args.stage, Path(args.config), root, workers=args.workers, emit=emit)
         if pipes is not None:
             pipes.materialized(result, root.resolve())
     _print_json(result)
@@ -72,11 +70,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
-    from corpus_assets.core import stages
+    from corpus_assets.core.stages.run import run_cleanup
     from corpus_assets.dagster_report import pipes_if_launched
 
     with pipes_if_launched() as pipes:
-        result = stages.run_cleanup(Path(args.config), _root(args))
+        result = run_cleanup(Path(args.config), _root(args))
         if pipes is not None:
             pipes.tee(_emit)(f"cleanup: removed {', '.join(result['removed']) or 'nothing'}")
     _print_json(result)
@@ -119,7 +117,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from corpus_assets.core.verify import verify_path
+    from corpus_assets.core.stages.verify import verify_path
 
     problems = verify_path(Path(args.path))
     for problem in problems:

@@ -18,11 +18,11 @@ import dagster as dg
 
 from corpus_assets.assets import checks
 from corpus_assets.assets.partitions import CORPUS_CONFIGS
-from corpus_assets.core import registry
-from corpus_assets.core.atomic import MANIFEST
 from corpus_assets.core.config import LoadedConfig
 from corpus_assets.core.errors import EXIT_DATA, EXIT_TRANSIENT, EXIT_USAGE
-from corpus_assets.core.layout import Layout
+from corpus_assets.core.store import registry
+from corpus_assets.core.store.atomic import MANIFEST
+from corpus_assets.core.store.layout import Layout
 from corpus_assets.dagster_instance import dagster_home, ensure_home, open_instance
 from corpus_assets.definitions import build_defs
 from corpus_assets.jobs import BUILD_JOB

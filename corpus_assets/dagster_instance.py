@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from corpus_assets.core.atomic import write_bytes
-from corpus_assets.core.layout import Layout
-from corpus_assets.core.locks import hold
+from corpus_assets.core.store.atomic import write_bytes
+from corpus_assets.core.store.layout import Layout
+from corpus_assets.core.store.locks import hold
 
 if TYPE_CHECKING:
     import dagster as dg

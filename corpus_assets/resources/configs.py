@@ -4,9 +4,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from corpus_assets.core import registry
 from corpus_assets.core.config import LoadedConfig
 from corpus_assets.core.errors import ConfigError
+from corpus_assets.core.store import registry
 from corpus_assets.resources.paths import CorpusPaths
 
 

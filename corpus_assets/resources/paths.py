@@ -6,7 +6,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from corpus_assets.core.layout import DEFAULT_ROOT, Layout
+from corpus_assets.core.store.layout import DEFAULT_ROOT, Layout
 
 
 class CorpusPaths(dg.ConfigurableResource["CorpusPaths"]):

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from corpus_assets.core.verify import verify_path
+from corpus_assets.core.stages.verify import verify_path
 
 CorpusRunner = Callable[..., subprocess.CompletedProcess[str]]
 WriteConfig = Callable[[Path, Mapping[str, Any]], Path]

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from corpus_assets.core.config import load_config
-from corpus_assets.core.layout import Layout
+from corpus_assets.core.store.layout import Layout
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 from test_tokenize import GPT2, tiny_docs, tree_bytes, write_shards

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from corpus_assets.core import atomic
-from corpus_assets.core.atomic import (
+from corpus_assets.core.store import atomic
+from corpus_assets.core.store.atomic import (
     atomic_writer,
     dump_json,
     fresh_dir,

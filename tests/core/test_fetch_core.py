@@ -15,12 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corpus_assets.core import ledger, locks, sources
 from corpus_assets.core.config import SourceSpec, load_config, validate
 from corpus_assets.core.errors import DataError, TransientError
-from corpus_assets.core.fetch import fetch
-from corpus_assets.core.layout import Layout
-from corpus_assets.core.progress import Progress, silent
+from corpus_assets.core.stages.fetch import fetch
+from corpus_assets.core.store import ledger, locks, sources
+from corpus_assets.core.store.layout import Layout
+from corpus_assets.core.store.progress import Progress, silent
 
 WriteConfig = Callable[[Path, Mapping[str, Any]], Path]
 EOT = "<|endoftext|>"

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from corpus_assets.core import filters as f
 from corpus_assets.core.config import FilterSpec
+from corpus_assets.core.text import filters as f
 
 DEFAULT = f.make_filter(FilterSpec())
 LONG_WORDS = (

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from corpus_assets.core.config import DedupSpec
 from corpus_assets.core.errors import ConfigError
-from corpus_assets.core.minhash import (
+from corpus_assets.core.text.minhash import (
     candidate_rows,
     confirm_floor,
     duplicate_of,
@@ -132,7 +132,7 @@ def test_signatures_same_in_fresh_processes() -> None:
     code = (
         "import json, sys\n"
         "from corpus_assets.core.config import DedupSpec\n"
-        "from corpus_assets.core.minhash import signatures\n"
+        "from corpus_assets.core.text.minhash import signatures\n"
         "texts = json.loads(sys.stdin.read())\n"
         "spec = DedupSpec(ngram=5, num_perm=120, bands=20, threshold=0.7, seed=1)\n"
         "print(json.dumps(signatures(texts, spec).tolist()))\n"

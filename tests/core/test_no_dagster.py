@@ -29,13 +29,14 @@ def test_every_core_module_imports_without_dagster() -> None:
     )
     assert out.returncode == 0, f"a core module failed to import:\n{out.stderr}"
     found = json.loads(out.stdout)
+    core = REPO / "corpus_assets" / "core"
     expected = {
-        f"corpus_assets.core.{p.stem}"
-        for p in (REPO / "corpus_assets" / "core").glob("*.py")
+        "corpus_assets.core." + ".".join(p.relative_to(core).with_suffix("").parts)
+        for p in core.rglob("*.py")
         if p.stem != "__init__"
     }
     assert expected <= set(found["modules"])  # every module was really imported
-    assert "corpus_assets.core.fetch" in found["modules"]
+    assert "corpus_assets.core.stages.fetch" in found["modules"]
     assert found["dagster"] == []
     assert found["pipes"] == []
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from corpus_assets.core.minhash import jaccard
-from corpus_assets.core.partial import new_paragraphs, paragraphs
+from corpus_assets.core.text.minhash import jaccard
+from corpus_assets.core.text.partial import new_paragraphs, paragraphs
 
 SHARED = Path(__file__).resolve().parents[3] / "shared"
 TINY = SHARED / "data" / "tinystories" / "TinyStoriesV2-GPT4-train.head10000lines.txt"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from corpus_assets.core.config import PiiSpec
-from corpus_assets.core.pii import KINDS, Scrubber
+from corpus_assets.core.text.pii import KINDS, Scrubber
 
 SCRUB = Scrubber(PiiSpec())
 

@@ -19,27 +19,21 @@ import pyarrow.parquet as pq
 import pytest
 from tokenizers import Tokenizer
 
-from corpus_assets.core.atomic import write_json
 from corpus_assets.core.config import LoadedConfig, validate
 from corpus_assets.core.errors import ConfigError, DataError, TransientError
-from corpus_assets.core.layout import Layout
-from corpus_assets.core.progress import Progress, silent
-from corpus_assets.core.tokenize import (
-    ShardTask,
-    plan,
-    read_marker,
-    read_shards,
-    run_task,
-    tokenize,
-    verify_tokens,
-)
-from corpus_assets.core.tokenizer import (
+from corpus_assets.core.stages.tokenize import read_shards, tokenize
+from corpus_assets.core.stages.tokenize_pool import ShardTask, plan, read_marker, run_task
+from corpus_assets.core.stages.tokenize_verify import verify_tokens
+from corpus_assets.core.stages.verify import verify_path
+from corpus_assets.core.store.atomic import write_json
+from corpus_assets.core.store.layout import Layout
+from corpus_assets.core.store.progress import Progress, silent
+from corpus_assets.core.text.tokenizer import (
     BytesEncoder,
     TokenizerInfo,
     load_encoder,
     resolve_tokenizer,
 )
-from corpus_assets.core.verify import verify_path
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 TINY = SHARED / "tinystories" / "TinyStoriesV2-GPT4-train.head10000lines.txt"
@@ -460,7 +454,7 @@ def test_core_tokenize_imports_no_dagster_or_tokenizers() -> None:
     import sys
 
     code = (
-        "import sys, corpus_assets.core.tokenize, corpus_assets.core.tokenizer;"
+        "import sys, corpus_assets.core.stages.tokenize, corpus_assets.core.text.tokenizer;"
         "print(sorted(m for m in ('dagster', 'tokenizers') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

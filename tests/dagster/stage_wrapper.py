@@ -45,7 +45,7 @@ def main() -> None:
         import subprocess
 
         from corpus_assets.core.config import load_config
-        from corpus_assets.core.layout import Layout
+        from corpus_assets.core.store.layout import Layout
 
         code = subprocess.call(real)
         if code == 0:

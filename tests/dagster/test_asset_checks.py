@@ -10,7 +10,7 @@ from dagster_support import wrapped
 from corpus_assets import dagster_build
 from corpus_assets.assets import checks
 from corpus_assets.core.config import load_config
-from corpus_assets.core.layout import Layout
+from corpus_assets.core.store.layout import Layout
 
 
 def test_corrupted_shard_fails_blocking_check_and_stops_tokens(

@@ -14,7 +14,7 @@ from dagster_support import unlicensed, wrapped
 
 from corpus_assets import dagster_build
 from corpus_assets.core.config import load_config
-from corpus_assets.core.layout import Layout
+from corpus_assets.core.store.layout import Layout
 from corpus_assets.definitions import build_defs
 from corpus_assets.jobs import CLEANUP_JOB
 from corpus_assets.resources.paths import CorpusPaths

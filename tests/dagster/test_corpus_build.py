@@ -15,7 +15,7 @@ from corpus_assets import dagster_build
 from corpus_assets.assets import checks
 from corpus_assets.assets.partitions import CORPUS_CONFIGS
 from corpus_assets.core.config import load_config
-from corpus_assets.core.verify import verify_path
+from corpus_assets.core.stages.verify import verify_path
 
 
 def _materialized(instance: dg.DagsterInstance, asset: str, key: str) -> list[dg.EventLogRecord]:

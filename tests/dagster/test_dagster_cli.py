@@ -11,7 +11,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from corpus_assets.core.verify import verify_path
+from corpus_assets.core.stages.verify import verify_path
 
 DAGSTER = str(Path(sys.executable).with_name("dagster"))
 

@@ -11,7 +11,7 @@ import pytest
 from dagster_support import REPO, variant
 from e2e_support import DagsterDev, wait_for
 
-from corpus_assets.core.verify import verify_path
+from corpus_assets.core.stages.verify import verify_path
 
 DAGSTER = str(Path(sys.executable).with_name("dagster"))
 

@@ -14,7 +14,7 @@ from dagster_support import WRAPPER
 from e2e_support import DagsterDev, wait_for
 
 from corpus_assets.core.config import load_config
-from corpus_assets.core.layout import Layout
+from corpus_assets.core.store.layout import Layout
 from corpus_assets.sensors.cleanup import CLEANUP_OF_TAG
 
 DAGSTER = str(Path(sys.executable).with_name("dagster"))

@@ -14,8 +14,8 @@ from playwright.sync_api import Locator, Page
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from corpus_assets.core.config import load_config
-from corpus_assets.core.layout import Layout
-from corpus_assets.core.verify import verify_path
+from corpus_assets.core.stages.verify import verify_path
+from corpus_assets.core.store.layout import Layout
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

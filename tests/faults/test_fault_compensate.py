@@ -24,8 +24,8 @@ from fault_support import (
 from corpus_assets import dagster_build
 from corpus_assets.assets.raw import raw
 from corpus_assets.core.config import load_config
-from corpus_assets.core.layout import Layout
-from corpus_assets.core.verify import verify_path
+from corpus_assets.core.stages.verify import verify_path
+from corpus_assets.core.store.layout import Layout
 from corpus_assets.jobs import CLEANUP_JOB
 
 

@@ -18,9 +18,9 @@ from fault_support import runs_of, tree
 
 from corpus_assets import dagster_build
 from corpus_assets.core.config import load_config
-from corpus_assets.core.layout import Layout
-from corpus_assets.core.locks import hold
-from corpus_assets.core.verify import verify_path
+from corpus_assets.core.stages.verify import verify_path
+from corpus_assets.core.store.layout import Layout
+from corpus_assets.core.store.locks import hold
 from corpus_assets.dagster_instance import ensure_home
 from corpus_assets.jobs import BUILD_JOB
 

@@ -22,14 +22,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from corpus_assets.core.atomic import atomic_writer, write_json
 from corpus_assets.core.config import LoadedConfig
-from corpus_assets.core.filters import make_filter
-from corpus_assets.core.layout import Layout
-from corpus_assets.core.minhash import signatures
-from corpus_assets.core.normalize import exact_key, normalize
-from corpus_assets.core.pii import Scrubber
-from corpus_assets.core.progress import Progress
+from corpus_assets.core.store.atomic import atomic_writer, write_json
+from corpus_assets.core.store.layout import Layout
+from corpus_assets.core.store.progress import Progress
+from corpus_assets.core.text.filters import make_filter
+from corpus_assets.core.text.minhash import signatures
+from corpus_assets.core.text.normalize import exact_key, normalize
+from corpus_assets.core.text.pii import Scrubber
 from corpus_assets.core.version import CODE_VERSION
 
 PII_KINDS = ("email", "ip", "phone")

@@ -12,19 +12,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from corpus_assets.core import ledger
-from corpus_assets.core.atomic import fresh_dir, publish_dir, remove_tree, write_json
 from corpus_assets.core.config import LoadedConfig, SourceSpec, canon
 from corpus_assets.core.errors import DataError
-from corpus_assets.core.layout import Layout
-from corpus_assets.core.locks import hold
-from corpus_assets.core.progress import Progress
-from corpus_assets.core.sources import (
+from corpus_assets.core.store import ledger
+from corpus_assets.core.store.atomic import fresh_dir, publish_dir, remove_tree, write_json
+from corpus_assets.core.store.digests import file_sha256
+from corpus_assets.core.store.layout import Layout
+from corpus_assets.core.store.locks import hold
+from corpus_assets.core.store.progress import Progress
+from corpus_assets.core.store.sources import (
     InputFile,
     RawDoc,
     describe_inputs,
     expand_inputs,
-    file_sha256,
     inputs_sha256,
     is_local,
     read_source,

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from corpus_assets.core.atomic import MANIFEST
 from corpus_assets.core.config import LoadedConfig
-from corpus_assets.core.layout import Layout
-from corpus_assets.core.verify import verify_path
+from corpus_assets.core.stages.verify import verify_path
+from corpus_assets.core.store.atomic import MANIFEST
+from corpus_assets.core.store.layout import Layout
 
 MAX_PROBLEMS = 20
 SAMPLE_DOCUMENTS = 16
@@ -88,7 +88,7 @@ def _shard_values(
 
 def exact_duplicates(cfg: LoadedConfig, layout: Layout) -> Audit:
     """No two shard documents have the same exact-dedup key (when exact dedup is on)."""
-    from corpus_assets.core.normalize import exact_key
+    from corpus_assets.core.text.normalize import exact_key
 
     if not cfg.model.dedup.exact:
         return _audit([], documents=0, duplicates=0, note="exact dedup is off in this config")
@@ -104,7 +104,7 @@ def exact_duplicates(cfg: LoadedConfig, layout: Layout) -> Audit:
 
 def pii_residue(cfg: LoadedConfig, layout: Layout) -> Audit:
     """No text the scrubber would still replace is left in the shards."""
-    from corpus_assets.core.pii import Scrubber
+    from corpus_assets.core.text.pii import Scrubber
 
     scrubber = Scrubber(cfg.model.pii)
     found: Counter[str] = Counter()
@@ -183,7 +183,7 @@ def roundtrip_sample(cfg: LoadedConfig, layout: Layout, samples: int = SAMPLE_DO
 
 def _decoder(cfg: LoadedConfig) -> Any:
     """`same(ids, text)`: the ids decode to the text, or (lossy tokenizers) text encodes to ids."""
-    from corpus_assets.core.tokenizer import BYTES_ID, load_hf, resolve_tokenizer
+    from corpus_assets.core.text.tokenizer import BYTES_ID, load_hf, resolve_tokenizer
 
     info = resolve_tokenizer(cfg)
     if info.id == BYTES_ID:

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from corpus_assets.core.config import LoadedConfig, TokenizerSpec
 from corpus_assets.core.errors import ConfigError, TransientError
-from corpus_assets.core.sources import file_sha256
+from corpus_assets.core.store.digests import file_sha256
 
 BYTES_ID = "bytes"
 BYTES_EOS = 256
@@ -26,6 +26,7 @@ UINT16_VOCAB = 65_536
 # The tokenizer's own end-of-text token, tried in this order when the config names none.
 EOS_CANDIDATES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|eos|>")
 DTYPES: dict[str, np.dtype[Any]] = {"uint16": np.dtype("<u2"), "uint32": np.dtype("<u4")}
+IDX_DTYPE = np.dtype("<u8")  # a token file's document end offsets
 
 Tokens = npt.NDArray[np.unsignedinteger[Any]]
 Lengths = npt.NDArray[np.int64]

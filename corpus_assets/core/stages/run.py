@@ -10,21 +10,21 @@ from typing import Any
 
 from corpus_assets.core.config import LoadedConfig, load_config
 from corpus_assets.core.errors import ConfigError
-from corpus_assets.core.layout import Layout
-from corpus_assets.core.progress import Emit, Progress, silent
+from corpus_assets.core.store.layout import Layout
+from corpus_assets.core.store.progress import Emit, Progress, silent
 
 StageFn = Callable[[LoadedConfig, Layout, int, Progress], dict[str, Any]]
 
 
 def _fetch(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) -> dict[str, Any]:
-    from corpus_assets.core.fetch import fetch
+    from corpus_assets.core.stages.fetch import fetch
 
     result = fetch(cfg, layout, progress)
     return {"documents": result.documents, "sources": [asdict(s) for s in result.sources]}
 
 
 def _shard(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) -> dict[str, Any]:
-    from corpus_assets.core.shard import shard
+    from corpus_assets.core.stages.shard import shard
 
     r = shard(cfg, layout, workers, progress)
     return {
@@ -44,7 +44,7 @@ def _shard(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) 
 def _tokenize(
     cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress
 ) -> dict[str, Any]:
-    from corpus_assets.core.tokenize import tokenize
+    from corpus_assets.core.stages.tokenize import tokenize
 
     return asdict(tokenize(cfg, layout, workers, progress))
 
@@ -72,7 +72,7 @@ def run_stage(
 
 
 def run_cleanup(config_path: Path, root: Path) -> dict[str, Any]:
-    from corpus_assets.core.cleanup import cleanup
+    from corpus_assets.core.stages.cleanup import cleanup
 
     cfg = load_config(config_path)
     removed = cleanup(cfg, Layout(root.resolve()))

@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpus_assets.core.atomic import disk_error
 from corpus_assets.core.config import LoadedConfig
-from corpus_assets.core.progress import Progress
-from corpus_assets.core.shard_tasks import PII_KINDS, TaskOutput, task_path
-from corpus_assets.core.sources import file_sha256
+from corpus_assets.core.stages.shard_tasks import PII_KINDS, TaskOutput, task_path
+from corpus_assets.core.store.atomic import disk_error
+from corpus_assets.core.store.digests import file_sha256
+from corpus_assets.core.store.progress import Progress
 
 SHARD_SCHEMA = pa.schema(
     [("id", pa.string()), ("text", pa.string()), ("source", pa.string()), ("license", pa.string())]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from corpus_assets.core.atomic import remove_tree
 from corpus_assets.core.config import LoadedConfig
-from corpus_assets.core.layout import Layout
+from corpus_assets.core.store.atomic import remove_tree
+from corpus_assets.core.store.layout import Layout
 
 
 def cleanup(cfg: LoadedConfig, layout: Layout) -> list[Path]:

@@ -23,8 +23,8 @@ import re
 
 import numpy as np
 
-from corpus_assets.core.minhash import shingles
-from corpus_assets.core.normalize import collapse
+from corpus_assets.core.text.minhash import shingles
+from corpus_assets.core.text.normalize import collapse
 
 MAX_SHARED_NGRAMS = 0.5
 """The new text may share at most this fraction of its n-grams with the kept document."""

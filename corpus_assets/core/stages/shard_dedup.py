@@ -11,12 +11,12 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from corpus_assets.core.config import LoadedConfig
-from corpus_assets.core.filters import make_filter
-from corpus_assets.core.minhash import duplicate_of, jaccard
-from corpus_assets.core.normalize import exact_key
-from corpus_assets.core.partial import new_paragraphs
-from corpus_assets.core.progress import Progress
-from corpus_assets.core.shard_tasks import TaskOutput, task_path
+from corpus_assets.core.stages.shard_tasks import TaskOutput, task_path
+from corpus_assets.core.store.progress import Progress
+from corpus_assets.core.text.filters import make_filter
+from corpus_assets.core.text.minhash import duplicate_of, jaccard
+from corpus_assets.core.text.normalize import exact_key
+from corpus_assets.core.text.partial import new_paragraphs
 
 Mask = np.ndarray[Any, np.dtype[np.bool_]]
 TEXT_CACHE_TASKS = 8

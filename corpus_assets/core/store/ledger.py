@@ -6,10 +6,10 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from corpus_assets.core.atomic import write_bytes
 from corpus_assets.core.errors import DataError
-from corpus_assets.core.layout import Layout
-from corpus_assets.core.locks import hold
+from corpus_assets.core.store.atomic import write_bytes
+from corpus_assets.core.store.layout import Layout
+from corpus_assets.core.store.locks import hold
 
 
 def read(layout: Layout) -> dict[str, dict[str, Any]]:

@@ -3,27 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from corpus_assets.core.atomic import MANIFEST
-from corpus_assets.core.sources import file_sha256
+from corpus_assets.core.stages.shard_verify import verify_shards
+from corpus_assets.core.stages.tokenize_verify import verify_tokens
+from corpus_assets.core.store.atomic import MANIFEST
+from corpus_assets.core.store.digests import verify_files
 
 SOURCE_FILE = "_SOURCE.json"
-
-
-def verify_files(folder: Path, files: list[dict[str, Any]]) -> list[str]:
-    """Problems with files listed as {name, sha256, bytes}: missing, wrong size, wrong digest."""
-    problems = []
-    for entry in files:
-        path = folder / entry["name"]
-        if not path.is_file():
-            problems.append(f"{path}: missing")
-        elif path.stat().st_size != entry["bytes"]:
-            problems.append(f"{path}: {path.stat().st_size} bytes, manifest says {entry['bytes']}")
-        elif file_sha256(path) != entry["sha256"]:
-            problems.append(f"{path}: sha256 differs from the manifest")
-    return problems
 
 
 def _load(path: Path) -> tuple[dict[str, Any] | None, list[str]]:
@@ -62,16 +51,8 @@ def _verify_raw(path: Path, doc: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _verify_shards(path: Path, doc: dict[str, Any]) -> list[str]:
-    from corpus_assets.core.shard import verify_shards
-
-    return verify_shards(path, doc)
-
-
-def _verify_tokens(path: Path, doc: dict[str, Any]) -> list[str]:
-    from corpus_assets.core.tokenize import verify_tokens
-
-    return verify_tokens(path, doc)
-
-
-VERIFIERS = {"raw": _verify_raw, "shards": _verify_shards, "tokens": _verify_tokens}
+VERIFIERS: dict[str, Callable[[Path, dict[str, Any]], list[str]]] = {
+    "raw": _verify_raw,
+    "shards": verify_shards,
+    "tokens": verify_tokens,
+}

@@ -11,10 +11,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from corpus_assets.core.atomic import write_bytes, write_json
 from corpus_assets.core.config import ORIGIN_SUFFIX, LoadedConfig, load_config
 from corpus_assets.core.errors import ConfigError
-from corpus_assets.core.layout import Layout
+from corpus_assets.core.store.atomic import write_bytes, write_json
+from corpus_assets.core.store.layout import Layout
 
 PARTITION_KEY = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}-[a-z0-9][a-z0-9._-]{0,63}-[0-9a-f]{12}$")
 

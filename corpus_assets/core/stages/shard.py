@@ -21,18 +21,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
-from corpus_assets.core import ledger
-from corpus_assets.core.atomic import MANIFEST, fresh_dir, publish_dir, remove_tree, write_json
 from corpus_assets.core.config import LoadedConfig
 from corpus_assets.core.errors import ConfigError, DataError
-from corpus_assets.core.layout import Layout
-from corpus_assets.core.progress import Progress
-from corpus_assets.core.shard_dedup import duplicates
-from corpus_assets.core.shard_tasks import TaskOutput, plan_tasks, run_tasks
-from corpus_assets.core.shard_writer import write_shards
-from corpus_assets.core.verify import verify_files
+from corpus_assets.core.stages.shard_dedup import duplicates
+from corpus_assets.core.stages.shard_tasks import TaskOutput, plan_tasks, run_tasks
+from corpus_assets.core.stages.shard_verify import verify_shards
+from corpus_assets.core.stages.shard_writer import write_shards
+from corpus_assets.core.store import ledger
+from corpus_assets.core.store.atomic import (
+    MANIFEST,
+    fresh_dir,
+    publish_dir,
+    remove_tree,
+    write_json,
+)
+from corpus_assets.core.store.digests import verify_files
+from corpus_assets.core.store.layout import Layout
+from corpus_assets.core.store.progress import Progress
 from corpus_assets.core.version import CODE_VERSION
 
 
@@ -120,33 +125,6 @@ def check_sources(cfg: LoadedConfig, layout: Layout) -> list[dict[str, Any]]:
             }
         )
     return checked
-
-
-def verify_shards(manifest_path: Path, doc: dict[str, Any] | None = None) -> list[str]:
-    """Problems with a shards build: files missing or changed, counts that don't add up."""
-    try:
-        m = doc if doc is not None else json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        return [f"{manifest_path}: unreadable manifest: {exc}"]
-    folder = manifest_path.parent
-    problems = verify_files(folder, m.get("shards", []))
-    rows = sum(s["rows"] for s in m.get("shards", []))
-    if rows != m.get("documents_out"):
-        problems.append(
-            f"{manifest_path}: shards hold {rows} rows, documents_out says {m.get('documents_out')}"
-        )
-    dropped = sum(m.get("dropped", {}).values()) + sum(m.get("duplicates", {}).values())
-    if m.get("documents_in") != rows + dropped:
-        problems.append(
-            f"{manifest_path}: documents_in {m.get('documents_in')} != out {rows} + "
-            f"dropped {dropped}"
-        )
-    if not problems:
-        for s in m.get("shards", []):
-            actual = pq.ParquetFile(folder / s["name"]).metadata.num_rows
-            if actual != s["rows"]:
-                problems.append(f"{folder / s['name']}: {actual} rows, manifest says {s['rows']}")
-    return problems
 
 
 def result_of(manifest_path: Path, cached: bool) -> ShardResult:

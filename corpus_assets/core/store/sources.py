@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 
 from corpus_assets.core.config import LoadedConfig, SourceSpec
 from corpus_assets.core.errors import ConfigError, DataError, TransientError
+from corpus_assets.core.store.digests import file_sha256
 
 READ_CHUNK = 1 << 20
 
@@ -54,14 +55,6 @@ def expand_inputs(cfg: LoadedConfig, spec: SourceSpec) -> list[Path]:
             raise DataError(f"source {spec.name!r}: folder {target} holds no files")
         return files
     raise DataError(f"source {spec.name!r}: input not found: {target}")
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(READ_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def describe_inputs(files: list[Path]) -> list[InputFile]:

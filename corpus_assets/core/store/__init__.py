@@ -1,0 +1,1 @@
+"""Storage: atomic files, the data-root layout, locks, ledger, registry, sources, progress."""

@@ -1,0 +1,1 @@
+"""Text: normalization, quality filters, PII scrubbing, MinHash, partial copies, tokenizers."""
