@@ -24,6 +24,7 @@ from corpus_assets.core.store import registry
 from corpus_assets.core.store.atomic import MANIFEST
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.dagster_instance import dagster_home, ensure_home, open_instance
+from corpus_assets.dagster_output import BuildOutput
 from corpus_assets.definitions import build_defs
 from corpus_assets.jobs import BUILD_JOB
 from corpus_assets.resources.paths import CorpusPaths
@@ -31,7 +32,6 @@ from corpus_assets.resources.stage_runner import StageRunner
 
 Emit = Callable[[str], None]
 STAGE_ASSETS = {"raw": "fetch", "shards": "shard", "tokens": "tokenize"}
-QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 @dataclass(frozen=True)
@@ -72,22 +72,22 @@ def build(
     verbose: bool = False,
 ) -> BuildResult:
     """Register `config_file` and materialize raw, shards and tokens (with checks) in-process."""
-    say = emit or _stderr
+    output = BuildOutput(emit or _stderr, verbose=verbose)
     root = root.resolve()
     cfg = register(config_file, root, instance)
-    say(f"[corpus] building partition {cfg.partition_key} ({cfg.build_id}) under {root}")
+    output.note(f"[corpus] building partition {cfg.partition_key} ({cfg.build_id}) under {root}")
     defs = build_defs(paths=CorpusPaths(root=str(root)), stage_runner=stage_runner)
     job = defs.resolve_job_def(BUILD_JOB)
     start = time.monotonic()
-    result = job.execute_in_process(
-        instance=instance,
-        partition_key=cfg.partition_key,
-        raise_on_error=False,
-        run_config=None if verbose else QUIET_LOGS,
-    )
+    with output.capture():
+        result = job.execute_in_process(
+            instance=instance,
+            partition_key=cfg.partition_key,
+            raise_on_error=False,
+            run_config=output.run_config,
+        )
     summary = _summary(cfg, root, result)
-    verdict = "succeeded" if result.success else "FAILED"
-    say(f"[corpus] run {result.run_id} {verdict} in {time.monotonic() - start:.1f} s")
+    output.finish(instance, result, root, time.monotonic() - start)
     return BuildResult(summary=summary, exit_code=_exit_code(result), run_id=result.run_id)
 
 

@@ -123,6 +123,7 @@ def failure(what: str, outcome: Outcome) -> dg.Failure:
         description=f"`corpus {what}` {reason}: {error}".rstrip(": "),
         metadata={
             "exit_code": code,
+            "error_line": error,
             "heartbeat_timeout": outcome.timed_out,
             "stderr_tail": dg.MetadataValue.md("```\n" + "\n".join(outcome.stderr_tail) + "\n```"),
         },

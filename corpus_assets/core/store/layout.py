@@ -39,6 +39,14 @@ class Layout:
         return self.raw / "LEDGER.jsonl"
 
     @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    def run_log(self, run_id: str) -> Path:
+        """The full log of one `corpus build` run (its Dagster events and the stages' stderr)."""
+        return self.logs / f"{run_id}.log"
+
+    @property
     def dagster_home(self) -> Path:
         return self.root / "dagster"
 
