@@ -27,9 +27,10 @@ def _print_json(obj: Any) -> None:
 
 
 def _root(args: argparse.Namespace) -> Path:
-    from corpus_assets.core.store.layout import default_root
+    """--root, else $CORPUS_ROOT, else ./corpus-data: a writable folder, or one we can make."""
+    from corpus_assets.core.store.layout import check_root, default_root
 
-    return Path(args.root) if args.root else default_root()
+    return check_root(Path(args.root) if args.root else default_root())
 
 
 def cmd_hash(args: argparse.Namespace) -> int:

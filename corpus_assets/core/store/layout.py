@@ -3,16 +3,54 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from corpus_assets.core.config import LoadedConfig
+from corpus_assets.core.errors import ConfigError
 
 DEFAULT_ROOT = "./corpus-data"
 
 
 def default_root() -> Path:
     return Path(os.environ.get("CORPUS_ROOT", DEFAULT_ROOT))
+
+
+def check_root(root: Path) -> Path:
+    """`root` if it is a writable folder or can be made one; else ConfigError (nothing is left)."""
+    path = Path(os.path.abspath(root))
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "is a file" if existing == path else f"{existing} is a file"
+        raise ConfigError(f"data root {root}: {what}, not a folder (--root or $CORPUS_ROOT)")
+    try:
+        _probe(path, existing)
+    except OSError as exc:
+        problem = "not writable" if existing == path else "cannot be created"
+        raise ConfigError(f"data root {root}: {problem} ({exc.strerror or exc})") from None
+    return root
+
+
+def _probe(path: Path, existing: Path) -> None:
+    """Really write where the root is (the permission bits do not bind root), then undo it."""
+    if existing == path:
+        fd, probe = tempfile.mkstemp(prefix=".corpus-probe-", dir=path)
+        os.close(fd)
+        os.unlink(probe)
+        return
+    first_missing = path
+    while first_missing.parent != existing:
+        first_missing = first_missing.parent
+    try:
+        first_missing.mkdir()
+    except FileExistsError:
+        if first_missing.is_dir():
+            return  # someone else just made it
+        raise
+    os.rmdir(first_missing)
 
 
 def tokenizer_slug(tokenizer_id: str) -> str:
