@@ -212,6 +212,14 @@ def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) ->
     except KeyboardInterrupt:
         print(f"corpus {args.command}: interrupted", file=sys.stderr, flush=True)
         return 130
+    except OSError as exc:
+        if exc.filename is None:
+            raise
+        from corpus_assets.core.store.atomic import disk_error
+
+        error = disk_error(exc, Path(exc.filename))  # one line that names the path
+        print(f"corpus {args.command}: error: {error}", file=sys.stderr, flush=True)
+        return error.exit_code
 
 
 def main(argv: Sequence[str] | None = None) -> None:

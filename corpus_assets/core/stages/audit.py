@@ -7,7 +7,6 @@ problems found (each names the file and what is wrong), and a few counts for dis
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from corpus_assets.core.config import LoadedConfig
 from corpus_assets.core.stages.verify import verify_path
 from corpus_assets.core.store.atomic import MANIFEST
 from corpus_assets.core.store.layout import Layout
+from corpus_assets.core.store.records import load_object, parse_object
 
 MAX_PROBLEMS = 20
 SAMPLE_DOCUMENTS = 16
@@ -43,8 +43,8 @@ def _audit(problems: list[str], **counts: Count) -> Audit:
 
 
 def _manifest(path: Path) -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return doc
+    """A manifest as a JSON object; a corrupt one is DataError naming the file."""
+    return load_object(path, "manifest")
 
 
 def manifest_valid(cfg: LoadedConfig, layout: Layout, kind: str) -> Audit:
@@ -146,7 +146,7 @@ def tokens_match_shards(cfg: LoadedConfig, layout: Layout) -> Audit:
     """The token build was made from the current shards: digest, shard names and row counts."""
     tokens_path, shards_path = layout.tokens(cfg) / MANIFEST, layout.shards(cfg) / MANIFEST
     tokens, raw = _manifest(tokens_path), shards_path.read_bytes()
-    shards = json.loads(raw)
+    shards = parse_object(raw, str(shards_path), "shards manifest")
     problems = []
     if tokens.get("shards_manifest_sha256") != hashlib.sha256(raw).hexdigest():
         problems.append(f"{tokens_path}: made from another version of {shards_path}")

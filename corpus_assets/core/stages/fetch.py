@@ -20,6 +20,7 @@ from corpus_assets.core.store.digests import file_sha256
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.locks import hold
 from corpus_assets.core.store.progress import Progress
+from corpus_assets.core.store.records import load_object, require, require_files
 from corpus_assets.core.store.sources import (
     InputFile,
     RawDoc,
@@ -90,7 +91,7 @@ def fetch_source(
         files = expand_inputs(cfg, spec)
     with hold(layout.raw_lock(key), f"raw cache of source {spec.name!r}", waiting=progress.note):
         if (final / SOURCE_FILE).exists():
-            record = json.loads((final / SOURCE_FILE).read_text(encoding="utf-8"))
+            record = _read_record(final / SOURCE_FILE, key)
             if files is not None:
                 _check_unchanged(spec, key, record, describe_inputs(files))
             ledger.record(layout, _ledger_entry(record))
@@ -117,6 +118,26 @@ def fetch_source(
         publish_dir(staging, final)
         ledger.record(layout, _ledger_entry(record))
         return SourceResult(key, count, nbytes, cached=False)
+
+
+RECORD_FIELDS: dict[str, type] = {
+    "source_key": str,
+    "source": str,
+    "license": str,
+    "documents": int,
+    "text_bytes": int,
+}
+
+
+def _read_record(path: Path, key: str) -> dict[str, Any]:
+    """The raw folder's _SOURCE.json, checked: a corrupt one is DataError naming the file."""
+    fix = f"delete raw/{key} to fetch the source again"
+    record = load_object(path, "source record", fix)
+    require(record, RECORD_FIELDS, str(path), "source record", fix)
+    require_files(record, "files", str(path), "source record", fix, extra={"rows": int})
+    if not isinstance(record.get("input_sha256"), str | None):
+        raise DataError(f"{path}: corrupt source record: 'input_sha256' is not a string; {fix}")
+    return record
 
 
 def _check_pin(spec: SourceSpec, inputs: list[InputFile]) -> None:

@@ -85,11 +85,14 @@ def load_output(task_dir: Path, index: int) -> TaskOutput | None:
     marker = task_path(task_dir, index, ".done")
     try:
         record = json.loads(marker.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
+    except (FileNotFoundError, ValueError):  # a torn or corrupt marker: the task runs again
         return None
-    if record.pop("code_version", None) != CODE_VERSION:
+    if not isinstance(record, dict) or record.pop("code_version", None) != CODE_VERSION:
         return None
-    return TaskOutput(**record)
+    try:
+        return TaskOutput(**record)
+    except TypeError:
+        return None
 
 
 def run_tasks(

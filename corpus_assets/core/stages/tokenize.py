@@ -39,6 +39,7 @@ from corpus_assets.core.store.digests import verify_files
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.locks import hold
 from corpus_assets.core.store.progress import Progress
+from corpus_assets.core.store.records import parse_object, require_files
 from corpus_assets.core.text.tokenizer import (
     TokenizerInfo,
     resolve_tokenizer,
@@ -111,24 +112,16 @@ def read_shards(folder: Path) -> ShardsInput:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise DataError(f"no shards manifest at {path}: run the shard stage first") from None
-    try:
-        doc = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path}: not valid JSON: {exc}") from None
-    if not isinstance(doc, dict) or doc.get("kind") != "shards":
-        raise DataError(f"{path}: not a shards manifest (kind {_kind(doc)!r})")
-    shards = doc.get("shards")
-    if not isinstance(shards, list):
-        raise DataError(f"{path}: has no 'shards' list")
+    fix = "run the shard stage again to rebuild it"
+    doc = parse_object(raw, str(path), "shards manifest", fix)
+    if doc.get("kind") != "shards":
+        raise DataError(f"{path}: not a shards manifest (kind {doc.get('kind')!r}); {fix}")
+    shards = require_files(doc, "shards", str(path), "shards manifest", fix, extra={"rows": int})
     problems = verify_files(folder, shards)
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         raise DataError(f"shards do not match their manifest: {'; '.join(problems[:3])}{more}")
     return ShardsInput(folder, hashlib.sha256(raw).hexdigest(), shards)
-
-
-def _kind(doc: Any) -> Any:
-    return doc.get("kind") if isinstance(doc, dict) else type(doc).__name__
 
 
 def _task(

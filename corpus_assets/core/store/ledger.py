@@ -6,24 +6,27 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from corpus_assets.core.errors import DataError
 from corpus_assets.core.store.atomic import write_bytes
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.locks import hold
+from corpus_assets.core.store.records import parse_object, require, require_files
+
+ENTRY_FIELDS: dict[str, type] = {"source_key": str, "source": str, "license": str, "documents": int}
+FIX = "delete that line (the next fetch of its source writes it again)"
 
 
 def read(layout: Layout) -> dict[str, dict[str, Any]]:
-    """The latest ledger entry of every source key."""
+    """The latest ledger entry of every source key; a corrupt line is DataError naming it."""
     entries: dict[str, dict[str, Any]] = {}
     if not layout.ledger.exists():
         return entries
-    for n, line in enumerate(layout.ledger.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(layout.ledger.read_bytes().splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            raise DataError(f"{layout.ledger}:{n}: corrupt ledger line") from None
+        where = f"{layout.ledger}:{n}"
+        entry = parse_object(line, where, "ledger line", FIX)
+        require(entry, ENTRY_FIELDS, where, "ledger line", FIX)
+        require_files(entry, "files", where, "ledger line", FIX, extra={"rows": int})
         entries[entry["source_key"]] = entry
     return entries
 
