@@ -105,7 +105,12 @@ def cmd_build(args: argparse.Namespace) -> int:
     root = _root(args)
     runner = StageRunner(workers=args.workers) if args.workers else None
     result = dagster_build.build(
-        Path(args.file), root, dagster_build.instance_for(root), runner, verbose=args.verbose
+        Path(args.file),
+        root,
+        dagster_build.instance_for(root),
+        runner,
+        verbose=args.verbose,
+        progress=args.progress or None,
     )
     _print_json(result.summary)
     return result.exit_code
@@ -182,7 +187,14 @@ def _add_dagster_commands(sub: Any) -> None:
     b.add_argument("file", help="config file (.toml or .json)")
     _add_root(b)
     b.add_argument("--workers", type=int, default=None, help="worker processes per stage")
-    b.add_argument("--verbose", action="store_true", help="also print Dagster's own run log")
+    b.add_argument(
+        "--verbose", action="store_true", help="also print Dagster's own run log, traces and all"
+    )
+    b.add_argument(
+        "--progress",
+        action="store_true",
+        help="print the stages' progress even when stderr is not a terminal",
+    )
     b.set_defaults(func=cmd_build)
 
     g = sub.add_parser("register", help="store a config and add its Dagster partition")

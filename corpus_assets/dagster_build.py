@@ -70,9 +70,14 @@ def build(
     stage_runner: StageRunner | None = None,
     emit: Emit | None = None,
     verbose: bool = False,
+    progress: bool | None = None,
 ) -> BuildResult:
-    """Register `config_file` and materialize raw, shards and tokens (with checks) in-process."""
-    output = BuildOutput(emit or _stderr, verbose=verbose)
+    """Register `config_file` and materialize raw, shards and tokens (with checks) in-process.
+
+    Stage progress goes to stderr when `progress` (default: when stderr is a terminal); Dagster's
+    own log only when `verbose`; the whole run log always to `<root>/logs/<run_id>.log`.
+    """
+    output = BuildOutput(emit or _stderr, verbose=verbose, live=progress)
     root = root.resolve()
     cfg = register(config_file, root, instance)
     output.note(f"[corpus] building partition {cfg.partition_key} ({cfg.build_id}) under {root}")

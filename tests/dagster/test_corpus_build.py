@@ -75,7 +75,7 @@ def test_build_materializes_three_assets_with_checks(
 
 
 def test_corpus_build_command(example: Path, root: Path) -> None:
-    """The README's main command: JSON on stdout, progress on stderr, exit 0; bad config 64."""
+    """The README's main command: JSON on stdout, one line on stderr, exit 0; bad config 64."""
     env_root = str(root)
     env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "CORPUS_ROOT")}
     done = subprocess.run(
@@ -89,7 +89,11 @@ def test_corpus_build_command(example: Path, root: Path) -> None:
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["success"] is True
-    assert "shard done" in done.stderr and "tokenize done" in done.stderr
+    [line] = done.stderr.splitlines()  # not a terminal: no progress, one line with the log
+    assert line.startswith("[corpus] run ") and " succeeded in " in line, line
+    log = Path(line.rsplit("full log: ", 1)[1])
+    assert log.parent == root.resolve() / "logs" and log.is_file()
+    assert "shard done" in log.read_text(encoding="utf-8"), "the log keeps the stages' progress"
     assert (root / "dagster" / "dagster.yaml").is_file()
     assert (root / result["tokens_manifest"]).is_file()
 

@@ -128,7 +128,16 @@ def _build(config: Path, root: Path, triggers: list[Trigger]) -> tuple[int, str]
     """`corpus build`, firing `triggers` in order on its stderr lines (polled between lines)."""
     env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "CORPUS_ROOT")}
     build = subprocess.Popen(
-        [sys.executable, "-m", "corpus_assets.cli", "build", str(config), "--root", str(root)],
+        [
+            sys.executable,
+            "-m",
+            "corpus_assets.cli",
+            "build",
+            "--progress",
+            str(config),
+            "--root",
+            str(root),
+        ],  # --progress: the stages' progress lines, which this test reads
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

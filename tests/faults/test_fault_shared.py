@@ -28,7 +28,16 @@ from corpus_assets.jobs import BUILD_JOB
 def _start(config: Path, root: Path) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "CORPUS_ROOT")}
     return subprocess.Popen(
-        [sys.executable, "-m", "corpus_assets.cli", "build", str(config), "--root", str(root)],
+        [
+            sys.executable,
+            "-m",
+            "corpus_assets.cli",
+            "build",
+            "--progress",
+            str(config),
+            "--root",
+            str(root),
+        ],  # --progress: the stages' progress lines, which this test reads
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
