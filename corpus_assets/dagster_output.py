@@ -21,6 +21,7 @@ from typing import Any
 
 import dagster as dg
 
+from corpus_assets.core.errors import CorpusError
 from corpus_assets.core.store.atomic import write_bytes
 from corpus_assets.core.store.layout import Layout
 
@@ -68,16 +69,18 @@ class BuildOutput:
         result: dg.ExecuteInProcessResult,
         root: Path,
         seconds: float,
-    ) -> Path:
+    ) -> None:
         """Write the run's full log; say how the run ended (one line, two on failure)."""
-        path = write_run_log(instance, result.run_id, self.captured, Layout(root))
+        try:
+            where = str(write_run_log(instance, result.run_id, self.captured, Layout(root)))
+        except CorpusError as exc:  # a full disk must not hide how the run ended
+            where = f"not written ({exc})"
         run = f"[corpus] run {result.run_id}"
         if result.success:
-            self.say(f"{run} succeeded in {seconds:.1f} s; full log: {path}")
+            self.say(f"{run} succeeded in {seconds:.1f} s; full log: {where}")
         else:
             self.say(f"{run} FAILED in {seconds:.1f} s: {failure_line(result)}")
-            self.say(f"[corpus] full log: {path}")
-        return path
+            self.say(f"[corpus] full log: {where}")
 
 
 def _stderr_is_terminal() -> bool:
