@@ -8,8 +8,10 @@ line on stderr that names the file, never a traceback.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -124,3 +126,22 @@ def test_the_shard_stage_rebuilds_its_own_corrupt_manifest(
     assert done.returncode == 0, done.stderr
     assert manifest.read_bytes() == expected
     assert verify_path(manifest) == []
+
+
+def test_a_corrupt_origin_record_is_written_again(built: tuple[Path, Path], tmp_path: Path) -> None:
+    """`configs/<hash12>.origin.json` only says where a config came from: rewritten, no crash."""
+    config, layout = _copy(built, tmp_path)
+    origin = layout.configs / f"{load_config(config).hash12}.origin.json"
+    origin.parent.mkdir(parents=True, exist_ok=True)
+    origin.write_bytes(b"\xff\xfe not UTF-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "CORPUS_ROOT")}
+    done = subprocess.run(
+        [sys.executable, "-m", "corpus_assets.cli", "register", str(config), "--root", layout.root],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(origin.read_text(encoding="utf-8"))["file"] == str(config.resolve())

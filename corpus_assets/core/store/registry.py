@@ -92,5 +92,5 @@ def partition_keys(layout: Layout) -> list[str]:
 def _read_origin(path: Path) -> object:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError):  # missing or corrupt (not JSON, not UTF-8): written again
         return None
