@@ -196,5 +196,7 @@ def instance_for(root: Path) -> dg.DagsterInstance:
 
 
 def _stderr(line: str) -> None:
+    if sys.stderr is None:  # started with fd 2 closed: nowhere to say it
+        return
     sys.stderr.write(line + "\n")
     sys.stderr.flush()

@@ -93,8 +93,12 @@ def _stderr_is_terminal() -> bool:
 @contextmanager
 def _fd2_to_pipe(lines: list[str], echo: bool) -> Iterator[None]:
     """Point fd 2 at a pipe; a thread collects its lines (and echoes them to the old fd 2)."""
-    sys.stderr.flush()
-    saved = os.dup(STDERR_FD)
+    _flush()
+    try:
+        saved = os.dup(STDERR_FD)
+    except OSError:  # no stderr at all (closed): nothing to capture or to keep quiet
+        yield
+        return
     read_end, write_end = os.pipe()
     reader = threading.Thread(target=_pump, args=(read_end, saved, lines, echo), daemon=True)
     reader.start()
@@ -103,10 +107,15 @@ def _fd2_to_pipe(lines: list[str], echo: bool) -> Iterator[None]:
     try:
         yield
     finally:
-        sys.stderr.flush()
+        _flush()
         os.dup2(saved, STDERR_FD)  # the pipe's last writer is gone: the reader sees its end
         reader.join(timeout=5)
         os.close(saved)
+
+
+def _flush() -> None:
+    if sys.stderr is not None:  # None when the process was started with fd 2 closed
+        sys.stderr.flush()
 
 
 def _pump(read_end: int, echo_fd: int, lines: list[str], echo: bool) -> None:
