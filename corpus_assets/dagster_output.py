@@ -131,13 +131,27 @@ def failure_line(result: dg.ExecuteInProcessResult) -> str:
     for event in result.all_events:
         if event.is_step_failure:
             step = event.step_key or "run"
-            return f"{STAGE_OF_STEP.get(step, step)}: {_step_error(event.step_failure_data)}"
+            data = event.step_failure_data
+            if data.error is not None and data.error.cls_name == "DagsterAssetCheckFailedError":
+                return f"{step}: {_failed_checks(result)}"
+            return f"{STAGE_OF_STEP.get(step, step)}: {_step_error(data)}"
     for event in result.all_events:
         if event.is_failure and event.event_specific_data is not None:
             error = getattr(event.event_specific_data, "error", None)
             if error is not None:
                 return _first_line(error.message)
     return "the run failed (see the full log)"
+
+
+def _failed_checks(result: dg.ExecuteInProcessResult) -> str:
+    """`check NAME failed: <its first problem>` for each failed check."""
+    failed = []
+    for evaluation in result.get_asset_check_evaluations():
+        if not evaluation.passed:
+            problems = evaluation.metadata.get("problems")
+            first = _first_line(str(problems.value)).removeprefix("- ") if problems else ""
+            failed.append(f"check {evaluation.check_name} failed" + (f": {first}" if first else ""))
+    return "; ".join(failed) or "a blocking check failed"
 
 
 def _step_error(data: Any) -> str:

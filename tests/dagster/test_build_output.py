@@ -17,7 +17,9 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster_support import variant
+from dagster_support import variant, wrapped
+
+from corpus_assets import dagster_build
 
 CorpusRunner = Callable[..., subprocess.CompletedProcess[str]]
 FAILED = re.compile(r"^\[corpus\] run (\S+) FAILED in [0-9.]+ s: (\w+): (.*)$")
@@ -156,3 +158,23 @@ def test_progress_on_a_terminal(example: Path, root: Path) -> None:
     assert any(line.startswith("tokenize done: ") for line in lines), shown
     assert lines[-1].startswith("[corpus] run ") and " succeeded in " in lines[-1], shown
     assert " - dagster - " not in shown and "STEP_START" not in shown
+
+
+def test_failed_blocking_check_names_the_check(
+    example: Path, root: Path, instance: dg.DagsterInstance, tmp_path: Path
+) -> None:
+    """Not a stage but a blocking check failed: the line names the check and its problem."""
+    said: list[str] = []
+    result = dagster_build.build(
+        example,
+        root,
+        instance,
+        stage_runner=wrapped(tmp_path / "wrapper", "corrupt-shard", "shard"),
+        emit=said.append,
+    )
+    assert result.exit_code == 65
+    first, second = [line for line in said if not line.startswith(CLEANUP)]
+    match = FAILED.match(first)
+    assert match and match.group(1) == result.run_id, first
+    assert match.group(2) == "shards_checks" and "shards_manifest_valid" in match.group(3), first
+    assert second == f"[corpus] full log: {root.resolve() / 'logs' / result.run_id}.log"
