@@ -101,12 +101,12 @@ def test_a_corrupt_ledger_line_is_named_by_its_number(
 ) -> None:
     config, layout = _copy(built, tmp_path)
     good = layout.ledger.read_bytes()
-    layout.ledger.write_bytes(good + b'{"source_key": "other", "license": 3}\n')
+    layout.ledger.write_bytes(good + b'{"source_key": "other", "documents": "3"}\n')
     done = corpus("run", "--stage", "shard", "--config", config, "--root", layout.root)
     assert done.returncode == 65
     assert done.stderr.splitlines() == [
-        f"corpus run: error: {layout.ledger}:2: corrupt ledger line: 'source' is missing or not "
-        "a string; delete that line (the next fetch of its source writes it again)"
+        f"corpus run: error: {layout.ledger}:2: corrupt ledger line: 'documents' is missing or "
+        "not an integer; delete that line (the next fetch of its source writes it again)"
     ]
     layout.ledger.write_bytes(good)  # the fix the message names
     again = corpus("run", "--stage", "shard", "--config", config, "--root", layout.root)
@@ -145,3 +145,16 @@ def test_a_corrupt_origin_record_is_written_again(built: tuple[Path, Path], tmp_
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(origin.read_text(encoding="utf-8"))["file"] == str(config.resolve())
+
+
+def test_a_ledger_line_without_a_license_stops_the_shard_stage(
+    corpus: CorpusRunner, built: tuple[Path, Path], tmp_path: Path
+) -> None:
+    config, layout = _copy(built, tmp_path)
+    [entry] = [json.loads(line) for line in layout.ledger.read_text().splitlines()]
+    del entry["license"]
+    layout.ledger.write_text(json.dumps(entry) + "\n")
+    done = corpus("run", "--stage", "shard", "--config", config, "--root", layout.root)
+    assert done.returncode == 65 and "Traceback" not in done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"corpus run: error: {layout.ledger}: corrupt ledger line of source ")

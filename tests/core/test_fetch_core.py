@@ -158,7 +158,7 @@ def test_ledger_keeps_one_line_per_identical_entry_and_clears_stale_temps(tmp_pa
 def test_ledger_names_a_corrupt_line(tmp_path: Path) -> None:
     layout = Layout(tmp_path)
     layout.raw.mkdir()
-    layout.ledger.write_text('{"source_key": "a"}\n{not json\n')
+    layout.ledger.write_text('{"source_key": "a", "documents": 1, "files": []}\n{not json\n')
     with pytest.raises(DataError, match=r"LEDGER\.jsonl:2: corrupt ledger line"):
         ledger.read(layout)
 

@@ -106,6 +106,10 @@ def check_sources(cfg: LoadedConfig, layout: Layout) -> list[dict[str, Any]]:
                 f"source {spec.name!r} was not fetched (no raw/{key} in the ledger); "
                 "run the fetch stage first"
             )
+        if not isinstance(entry.get("license"), str):
+            raise DataError(
+                f"{layout.ledger}: corrupt ledger line of source {key}: no license; {ledger.FIX}"
+            )
         if entry["license"] not in allow:
             raise DataError(
                 f"source {spec.name!r}: ledger license {entry['license']!r} not allowed"

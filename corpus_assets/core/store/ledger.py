@@ -11,7 +11,7 @@ from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.locks import hold
 from corpus_assets.core.store.records import parse_object, require, require_files
 
-ENTRY_FIELDS: dict[str, type] = {"source_key": str, "source": str, "license": str, "documents": int}
+ENTRY_FIELDS: dict[str, type] = {"source_key": str, "documents": int}
 FIX = "delete that line (the next fetch of its source writes it again)"
 
 
