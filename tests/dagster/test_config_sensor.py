@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import dagster as dg
@@ -121,3 +125,60 @@ def test_configs_that_cannot_build_are_logged_and_skipped(
         f"{key[-12:]}.json",
         f"{key[-12:]}.origin.json",
     ]
+
+
+TICK = """
+import json, sys
+from pathlib import Path
+import dagster as dg
+from corpus_assets.resources.configs import ConfigStore
+from corpus_assets.resources.paths import CorpusPaths
+from corpus_assets.sensors.config import corpus_config_sensor
+
+paths = CorpusPaths(root=sys.argv[1])
+with dg.DagsterInstance.ephemeral() as instance, dg.build_sensor_context(
+    instance=instance, resources={"paths": paths, "configs": ConfigStore(paths=paths)}
+) as context:
+    result = corpus_config_sensor(context)
+    cursor = getattr(result, "cursor", None) or context.cursor
+    print(json.dumps({"skip": isinstance(result, dg.SkipReason), "cursor": cursor}))
+"""
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_hub_that_cannot_be_reached_is_tried_again_next_tick(root: Path, tmp_path: Path) -> None:
+    """Online, but the hub endpoint refuses connections (a closed local port, no network): the
+    config is logged as transient and left out of the cursor, so the next tick looks at it again
+    (a config error is recorded in the cursor: see the test above). One tick: the hub client's
+    own retries take about 25 s."""
+    inbox = root / "inbox"
+    inbox.mkdir(parents=True)
+    (inbox / "docs.jsonl").write_text('{"text": "a document"}\n')
+    source = {**SOURCE, "path": "docs.jsonl"}
+    hub = {**HAND, "tokenizer": {"id": "test-org/some-tokenizer"}, "sources": [source]}
+    (inbox / "hub.json").write_text(json.dumps(hub))
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "0",
+        "HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}",
+        "HF_HOME": str(tmp_path / "hf-home"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", TICK, str(root)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"skip": True, "cursor": "{}"}, "it would not be retried"
+    (warning,) = [line for line in done.stderr.splitlines() if "not registered" in line]
+    assert f"{inbox / 'hub.json'}: not registered: " in warning
+    assert "'test-org/some-tokenizer': cannot reach the Hugging Face Hub" in warning
+    assert not (root / "configs").exists()
