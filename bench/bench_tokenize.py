@@ -119,7 +119,10 @@ def make_corpus(work: Path, mb: float) -> Path:
 
 def write_config(work: Path, name: str, tokenizer: dict[str, str]) -> Path:
     path = work / f"{name}.json"
-    config = {"dataset": "bench", "version": name, "tokenizer": tokenizer}
+    # every stage pre-flights the config's sources: name a real file (the shards are made here)
+    (work / "input.jsonl").write_text('{"text": "shards are written by the bench"}\n')
+    source = {"name": "bench", "kind": "jsonl", "path": "input.jsonl", "license": "mit"}
+    config = {"dataset": "bench", "version": name, "tokenizer": tokenizer, "sources": [source]}
     path.write_text(json.dumps(config), encoding="utf-8")
     return path
 
