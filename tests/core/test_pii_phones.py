@@ -154,6 +154,7 @@ UNCHANGED = [
     "Version 2 0 1, build 10 0 19041, release 1.2.3 4.",
     "A run of digits 41555501345678 and 0207946095812345 is no phone.",
     "12345678901 23456789012 34567890123",
+    "Serial 415 555 0134 123456789 and 020 7946 0958 1234567890x.",
     "Located at 51 30 26 N 0 7 39 W.",
     "Between 1999 2000 2001 and 2002 the count was 120 000.",
     "North American shapes that are not: 555 123 4567, 123 456 7890, 415 155 0134.",
