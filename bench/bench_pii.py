@@ -126,7 +126,7 @@ def with_phonenumbers(scrubber: pii.Scrubber) -> pii.Scrubber | None:
         return False
 
     def swap(d: pii._Detector) -> pii._Detector:
-        if d.pattern is not spaced_phones.RUN:
+        if d.candidates is not spaced_phones.runs:
             return d
         return dataclasses.replace(d, accept=lambda m: d.accept(m) and valid(m.group()))
 

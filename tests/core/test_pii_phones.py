@@ -68,6 +68,7 @@ CUED = [
     ("Telephone No. 2345 6789", "Telephone No. <PHONE>"),
     ("WhatsApp 98765 43210", "WhatsApp <PHONE>"),
     ("dial 0800 123 456 free", "dial <PHONE> free"),
+    ("Phone:\n98765 43210\n", "Phone:\n<PHONE>\n"),
 ]
 
 
