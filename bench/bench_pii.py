@@ -60,12 +60,13 @@ def false_positives(scrub: Scrub, docs: list[str]) -> tuple[Counter[str], list[s
     """Replacements by kind over docs that hold no PII, and up to five changed excerpts."""
     counts: Counter[str] = Counter()
     examples: list[str] = []
-    finder = pii.Scrubber(PiiSpec())
     for doc in docs:
-        _, found = scrub(doc)
+        out, found = scrub(doc)
         counts.update({k: v for k, v in found.items() if v})
-        if any(found.values()) and len(examples) < 5:
-            examples += [repr(v) for _, v in finder.find(doc)][:1] or [repr(doc[:80])]
+        if out != doc and len(examples) < 5:
+            pairs = enumerate(zip(doc, out, strict=False))
+            at = next((i for i, (a, b) in pairs if a != b), min(len(doc), len(out)))
+            examples.append(repr(doc[max(0, at - 12) : at + 24]))
     return counts, examples
 
 

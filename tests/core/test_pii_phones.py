@@ -86,6 +86,9 @@ MIXED = [
     ("Dashed 555-123-4567 and spaced 415 555 0134", "Dashed <PHONE> and spaced <PHONE>"),
     ("020 7946 0958", "<PHONE>"),
     ("Tel.\n020 7946 0958\n", "Tel.\n<PHONE>\n"),
+    ("Alice\n415 555 0134\nBob\n415 555 0199", "Alice\n<PHONE>\nBob\n<PHONE>"),
+    ("Helplines:\n415 555 0134\n020 7946 0958\n", "Helplines:\n<PHONE>\n<PHONE>\n"),
+    ("Totals\n\n550 438 6622\n\n12 13", "Totals\n\n<PHONE>\n\n12 13"),
 ]
 
 
@@ -140,6 +143,8 @@ UNCHANGED = [
     "Year Q1 Q2 Q3 Q4\n2021 415 555 0134 12\n2022 020 7946 0958 3\n",
     "12 345 6789 1234 56 7\n234 567 8901 2345 67 8",
     "01 02 03 04 05 06 07\n08 09 10 11 12 13 14",
+    "10 20 30\n550 438 6622\n608 723 736\n",
+    "Q3\n12.5 7 -3\n550 438 6622",
     "Row: 01 02 03 04 05",
     "Steps: 05 10 15 20 25",
     # invoices, accounts, identifiers

@@ -44,6 +44,7 @@ _CUE_ENDS = frozenset((
     "app", "call", "dial", "me", "us", "at", "on", "no", "nr", "number", "is",
 ))
 # fmt: on
+_NUMBERS_LINE = re.compile(r"[\d\s.,:;/%+()-]*\d[\d\s.,:;/%+()-]*", re.ASCII)
 _WINDOW = 32
 _NATIONAL_DIGITS = range(10, 13)
 _CUED_DIGITS = range(7, 16)
@@ -88,7 +89,8 @@ def is_phone(match: re.Match[str]) -> bool:
         return False
     before = match.string[max(0, match.start() - _WINDOW) : match.start()]
     if _north_american(groups) or _national(groups, parenthesized):
-        return _NOT_PHONE_BEFORE.search(before) is None or _cued(before)
+        ordinary = _NOT_PHONE_BEFORE.search(before) is not None or _table_row(match)
+        return not ordinary or _cued(before)
     return _cued(before)
 
 
@@ -98,6 +100,28 @@ def _cued(before: str) -> bool:
     if not words or words[-1].lower() not in _CUE_ENDS:
         return False
     return _CUE_BEFORE.search(before) is not None
+
+
+def _table_row(match: re.Match[str]) -> bool:
+    """The run is a line of its own next to a line of other numbers: a row of a table."""
+    text, start, end = match.string, match.start(), match.end()
+    first, last = text.rfind("\n", 0, start) + 1, _line_end(text, end)
+    if text[first:start].strip() or text[end:last].strip():
+        return False
+    above = text[text.rfind("\n", 0, max(0, first - 1)) + 1 : max(0, first - 1)]
+    below = text[last + 1 : _line_end(text, last + 1)]
+    return any(_NUMBERS_LINE.fullmatch(line) and not _shaped(line) for line in (above, below))
+
+
+def _line_end(text: str, pos: int) -> int:
+    end = text.find("\n", pos)
+    return len(text) if end < 0 else end
+
+
+def _shaped(line: str) -> bool:
+    """A line that is one phone-shaped run: `415 555 0134` (a list of phones is no table)."""
+    groups = line.strip().strip("()").replace(") ", " ").split()
+    return _north_american(groups) or _national(groups, parenthesized=False)
 
 
 def _north_american(groups: list[str]) -> bool:
