@@ -32,8 +32,9 @@ from pathlib import Path
 
 from pii_text import FORMATS, number_heavy, phone_sentences
 
-from corpus_assets.core.config import PiiSpec
+from corpus_assets.core.config import FilterSpec, PiiSpec
 from corpus_assets.core.text import pii, spaced_phones
+from corpus_assets.core.text.filters import make_filter
 
 REPO = Path(__file__).resolve().parent.parent
 TINYSTORIES = Path("tinystories/TinyStoriesV2-GPT4-train.head10000lines.txt")
@@ -231,6 +232,9 @@ def main() -> None:
     bad = report_fp("a: TinyStories", scrubbers, stories)
     bad += report_fp("a: Shakespeare", scrubbers, works)
     bad += report_fp("b: number-heavy", scrubbers, numbers)
+    keep = make_filter(FilterSpec())
+    kept = sum(keep(doc) is None for doc in numbers)
+    print(f"  the default quality filters keep {kept} of them (the shard stage scrubs only those)")
     missed = report_recall(scrubbers, cases)
     mixed = bench_corpus(stories + scenes(works), [c[1] for c in cases])
     corpora = {

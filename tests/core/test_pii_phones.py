@@ -89,6 +89,8 @@ MIXED = [
     ("Alice\n415 555 0134\nBob\n415 555 0199", "Alice\n<PHONE>\nBob\n<PHONE>"),
     ("Helplines:\n415 555 0134\n020 7946 0958\n", "Helplines:\n<PHONE>\n<PHONE>\n"),
     ("Totals\n\n550 438 6622\n\n12 13", "Totals\n\n<PHONE>\n\n12 13"),
+    ("Chapter 3\n415 555 0134\nPage 12", "Chapter 3\n<PHONE>\nPage 12"),
+    ("Bob: 415 555 0199\n415 555 0134", "Bob: <PHONE>\n<PHONE>"),
 ]
 
 
@@ -145,6 +147,7 @@ UNCHANGED = [
     "01 02 03 04 05 06 07\n08 09 10 11 12 13 14",
     "10 20 30\n550 438 6622\n608 723 736\n",
     "Q3\n12.5 7 -3\n550 438 6622",
+    "Standings: 14 10 31 55\n494 866 1138\nISBN 978 5 123 45678 9",
     "Row: 01 02 03 04 05",
     "Steps: 05 10 15 20 25",
     # invoices, accounts, identifiers

@@ -44,7 +44,7 @@ _CUE_ENDS = frozenset((
     "app", "call", "dial", "me", "us", "at", "on", "no", "nr", "number", "is",
 ))
 # fmt: on
-_NUMBERS_LINE = re.compile(r"[\d\s.,:;/%+()-]*\d[\d\s.,:;/%+()-]*", re.ASCII)
+_NUMBER = re.compile(r"[\d.,:;/%+()-]*\d[\d.,:;/%+()-]*", re.ASCII)
 _WINDOW = 32
 _NATIONAL_DIGITS = range(10, 13)
 _CUED_DIGITS = range(7, 16)
@@ -110,7 +110,7 @@ def _table_row(match: re.Match[str]) -> bool:
         return False
     above = text[text.rfind("\n", 0, max(0, first - 1)) + 1 : max(0, first - 1)]
     below = text[last + 1 : _line_end(text, last + 1)]
-    return any(_NUMBERS_LINE.fullmatch(line) and not _shaped(line) for line in (above, below))
+    return any(_other_numbers(line) for line in (above, below))
 
 
 def _line_end(text: str, pos: int) -> int:
@@ -118,10 +118,13 @@ def _line_end(text: str, pos: int) -> int:
     return len(text) if end < 0 else end
 
 
-def _shaped(line: str) -> bool:
-    """A line that is one phone-shaped run: `415 555 0134` (a list of phones is no table)."""
-    groups = line.strip().strip("()").replace(") ", " ").split()
-    return _north_american(groups) or _national(groups, parenthesized=False)
+def _other_numbers(line: str) -> bool:
+    """Two numbers or more, after at most two words (`Standings: 14 10 31 55`), and no phone."""
+    words = line.split()
+    numbers = [w.strip("()") for w in words if _NUMBER.fullmatch(w)]
+    if len(numbers) < max(2, len(words) - 2):
+        return False
+    return not (_north_american(numbers) or _national(numbers, parenthesized=False))
 
 
 def _north_american(groups: list[str]) -> bool:
