@@ -72,6 +72,8 @@ CUED = [
     "Call us on {} today.",
     "My phone number is {} if you need it.",
     "Telephone No. {}",
+    "The dog ran home (call {}). Then it slept.",
+    '"Call us on {}," she said.',
 ]
 
 

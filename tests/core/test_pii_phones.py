@@ -69,6 +69,8 @@ CUED = [
     ("WhatsApp 98765 43210", "WhatsApp <PHONE>"),
     ("dial 0800 123 456 free", "dial <PHONE> free"),
     ("Phone:\n98765 43210\n", "Phone:\n<PHONE>\n"),
+    ("The dog ran home (call 98765 43210). Then", "The dog ran home (call <PHONE>). Then"),
+    ('He said "call me at 555 0134" and left', 'He said "call me at <PHONE>" and left'),
 ]
 
 

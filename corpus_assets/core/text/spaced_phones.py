@@ -97,7 +97,7 @@ def is_phone(match: re.Match[str]) -> bool:
 def _cued(before: str) -> bool:
     """A cue word ends the text before the run: `Phone: `, `Tel. `, `call me at `."""
     words = before.rstrip(" \t\r\n:.#").rsplit(None, 1)
-    if not words or words[-1].lower() not in _CUE_ENDS:
+    if not words or words[-1].lstrip("([{'\"").lower() not in _CUE_ENDS:
         return False
     return _CUE_BEFORE.search(before) is not None
 
