@@ -124,6 +124,8 @@ def _other_numbers(line: str) -> bool:
     numbers = [w.strip("()") for w in words if _NUMBER.fullmatch(w)]
     if len(numbers) < max(2, len(words) - 2):
         return False
+    if not all(n.isdigit() for n in numbers):  # 0.25 1.5 -3: no phone
+        return True
     return not (_north_american(numbers) or _national(numbers, parenthesized=False))
 
 
