@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from corpus_assets.core.config import PiiSpec
 from corpus_assets.core.text.pii import KINDS, Scrubber
@@ -180,3 +182,36 @@ UNCHANGED = [
 def test_ordinary_numbers_are_left_alone(text: str) -> None:
     assert SCRUB.scrub(text) == (text, dict.fromkeys(KINDS, 0))
     assert SCRUB.find(text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # The cue line is a row of numbers until its phone is replaced.
+        ("-312 (Tel. 98765 415\n020 20240958\n", "-312 (Tel. <PHONE>\n<PHONE>\n"),
+        # `+44` follows a digit until the phone before it is replaced.
+        ("555-123-4567+44 7946 020 123", "<PHONE><PHONE>"),
+    ],
+)
+def test_scrubbing_twice_changes_nothing_more(text: str, expected: str) -> None:
+    once = SCRUB.scrub(text)
+    assert once[0] == expected
+    assert SCRUB.scrub(once[0]) == (expected, dict.fromkeys(KINDS, 0))
+
+
+PIECES = [
+    "0", "01", "020", "7946", "0958", "415", "555", "0134", "98765", "43210", "2024", "03", "12",
+    "1", "(0)", "(02)", "+44", "+1", "(", ")", "-3", "12.5", "0.2 0.4 0.6 0.8", "555-123-4567",
+    "Phone: ", "Tel.", "call me at ", "numbers ", "ISBN ", "a@b.io", "8.8.8.8", "x", "é", "²",
+]  # fmt: skip
+
+
+@settings(max_examples=400, derandomize=True, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(PIECES), st.sampled_from(["", " ", "\n"])), max_size=16))
+def test_any_mix_of_numbers_scrubs_without_error_and_stays_scrubbed(
+    pieces: list[tuple[str, str]],
+) -> None:
+    text = "".join(piece + gap for piece, gap in pieces)
+    out, counts = SCRUB.scrub(text)
+    assert sum(counts.values()) == len(SCRUB.find(text))
+    assert SCRUB.scrub(out) == (out, dict.fromkeys(KINDS, 0))

@@ -44,6 +44,7 @@ _PHONE_HINTS = tuple(
 _DIGIT = re.compile(r"\d", re.ASCII)
 _Candidates = Callable[[str], Iterable[re.Match[str]]]
 _E164_DIGITS = range(8, 16)
+_MAX_PASSES = 16  # a bound: each pass that replaces something removes digits or `@`s
 
 
 @dataclass(frozen=True)
@@ -137,12 +138,26 @@ class Scrubber:
         return self._run(text)[1]
 
     def _run(self, text: str) -> tuple[str, list[tuple[str, str]]]:
+        """Passes until one replaces nothing, so that scrubbing the output again changes nothing.
+
+        A replacement can change what is around another candidate (a `+44` that followed a
+        digit, a cue line that was a row of numbers); each pass removes digits or `@`s, so few
+        passes are needed, and a text without PII takes one.
+        """
         found: list[tuple[str, str]] = []
+        for _ in range(_MAX_PASSES):
+            seen = len(found)
+            text = self._pass(text, found)
+            if len(found) == seen:
+                break
+        return text, found
+
+    def _pass(self, text: str, found: list[tuple[str, str]]) -> str:
         digits = _has_digit(text)  # replacing never adds one: placeholders hold none
         for detector in self._detectors:
             if digits or not detector.digits:
                 text = _replace(detector, found, text)
-        return text, found
+        return text
 
 
 def _replace(detector: _Detector, found: list[tuple[str, str]], text: str) -> str:
