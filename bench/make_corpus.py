@@ -167,8 +167,10 @@ class NearIndex:
         self.buckets = [{} for _ in range(self.bands)]
 
     def signature(self, shingles: np.ndarray) -> np.ndarray:
+        """The minimum of each permutation (a * x + b) mod (2^61 - 1) over the shingles."""
         prime = np.uint64(2**61 - 1)
-        return ((shingles[:, None] * self.a + self.b) % prime).min(axis=0)
+        sig: np.ndarray = ((shingles[:, None] * self.a + self.b) % prime).min(axis=0)
+        return sig
 
     def closest(self, shingles: np.ndarray) -> tuple[int, float, np.ndarray]:
         """(index, Jaccard) of the most similar indexed candidate, (-1, 0.0) if none; the sig."""
@@ -185,11 +187,13 @@ class NearIndex:
         return best, best_j, sig
 
     def add(self, shingles: np.ndarray, sig: np.ndarray) -> None:
+        """Index a unique document by its shingles and signature."""
         for band, key in enumerate(self._keys(sig)):
             self.buckets[band].setdefault(key, []).append(len(self.sets))
         self.sets.append(shingles)
 
     def _keys(self, sig: np.ndarray) -> Iterator[bytes]:
+        """One bucket key per band."""
         for band in range(self.bands):
             yield sig[band * self.rows : (band + 1) * self.rows].tobytes()
 
@@ -230,6 +234,7 @@ CUES = {
 
 
 def email(rng: random.Random) -> tuple[str, str]:
+    """A mailbox at a reserved example domain."""
     user = f"{rng.choice(NAMES)}.{rng.choice(NAMES)}{rng.randint(1, 99)}"
     return "email", f"{user}@{rng.choice(DOMAINS)}"
 
@@ -248,6 +253,7 @@ def ip_address(rng: random.Random) -> tuple[str, str]:
 
 
 def phone(rng: random.Random) -> tuple[str, str]:
+    """A fictional phone number in one of PHONE_FORMATS: ("phone_<format>", number)."""
     fmt = rng.choice(sorted(PHONE_FORMATS))
     value = PHONE_FORMATS[fmt].format(
         a=rng.choice(AREAS),
@@ -288,6 +294,7 @@ def near_copy(rng: random.Random, text: str) -> str:
 
 
 def junk(rng: random.Random, real: list[str]) -> tuple[str, str]:
+    """(kind, text) of a document no sensible quality filter keeps."""
     kind = rng.choice(["short", "symbols", "repeated_lines", "long_words"])
     if kind == "short":
         return kind, rng.choice(["ok", "Click here.", "lol", "Read more", "Page three of seven"])
@@ -320,11 +327,9 @@ class Corpus:
         self.truth["unique"] = []
         self.index = NearIndex(self.seed)
 
-    def next_id(self) -> str:
-        return f"doc-{len(self.docs):08d}"
-
     def add(self, text: str, label: str, info: Any, pii: list[dict[str, str]]) -> None:
-        doc_id = self.next_id()
+        """Append a document with its label, what truth says of it, and the PII it holds."""
+        doc_id = f"doc-{len(self.docs):08d}"
         if label == "unique":
             self.truth["unique"].append(doc_id)
             self.unique.append(len(self.docs))
@@ -337,10 +342,12 @@ class Corpus:
         self.size += len(text.encode("utf-8"))
 
     def pii_of(self, pos: int) -> list[dict[str, str]]:
+        """The PII held by the document at position pos (a copy holds it too)."""
         return list(self.truth["pii"].get(self.docs[pos][0], []))
 
 
 def exact_key(text: str) -> str:
+    """The text with whitespace collapsed, hashed: equal keys are exact copies."""
     return hashlib.sha256(" ".join(text.split()).encode()).hexdigest()
 
 
@@ -463,6 +470,7 @@ def write(c: Corpus, out: Path, files: int, mb: float) -> dict[str, Any]:
 
 
 def _write_atomic(path: Path, text: str) -> None:
+    """Write a temporary file, fsync it, rename it into place."""
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
