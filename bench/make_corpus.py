@@ -59,6 +59,7 @@ NGRAM = 5
 SCENE_CHARS = 3000
 RATES = {"exact": 0.05, "near": 0.05, "partial": 0.015, "junk": 0.03}
 PII_RATE = 0.06
+WORDS_PER_PII = 80  # at most one PII value per 80 words: a real text is not mostly numbers
 
 _WORD = re.compile(r"[0-9a-z]+|[^\x00-\x7f\u0080-\u00bf\u2000-\u207f\u3000-\u303f\s]+")
 
@@ -266,10 +267,10 @@ def phone(rng: random.Random) -> tuple[str, str]:
 
 
 def inject_pii(rng: random.Random, text: str) -> tuple[str, list[dict[str, str]]]:
-    """1-3 PII values, each in a sentence of its own between two sentences of the text."""
+    """1-3 PII values (one per 80 words), each a sentence of its own between two of the text."""
     sentences = text.split(". ")
     found = []
-    for _ in range(rng.randint(1, 3)):
+    for _ in range(min(rng.randint(1, 3), len(text.split()) // WORDS_PER_PII)):
         make = rng.choices([email, ip_address, phone], weights=[1, 1, 2])[0]
         fmt, value = make(rng)
         kind = "phone" if fmt.startswith("phone") else ("email" if fmt == "email" else "ip")
