@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_tokenize.py [--work DIR] [--mb 20] [--big-mb 100] [--rounds 3]
 
-1. Builds the benchmark corpus (`../shared/bench/make_corpus.py`) and writes it as a shards folder
+1. Builds the benchmark corpus (`bench/make_corpus.py`) and writes it as a shards folder
    in the shard stage's format (Parquet `id,text,source,license` of about `--shard-mb` text each,
    row groups of 1,024, and `_MANIFEST.json`), where `corpus run --stage tokenize` looks for it.
 2. GPT-2: the stage against the raw baseline (`Tokenizer.encode_batch_fast` over the same texts
@@ -45,9 +45,8 @@ from corpus_assets.core.store.atomic import write_json
 from corpus_assets.core.store.layout import Layout
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-MAKE_CORPUS = SHARED / "bench" / "make_corpus.py"
-GPT2 = SHARED / "data" / "tokenizers" / "gpt2" / "tokenizer.json"
+MAKE_CORPUS = REPO / "bench" / "make_corpus.py"
+GPT2 = REPO / "data" / "tokenizers" / "gpt2" / "tokenizer.json"
 SCHEMA = pa.schema(
     [("id", pa.string()), ("text", pa.string()), ("source", pa.string()), ("license", pa.string())]
 )

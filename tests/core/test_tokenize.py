@@ -35,9 +35,9 @@ from corpus_assets.core.text.tokenizer import (
     resolve_tokenizer,
 )
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
-TINY = SHARED / "tinystories" / "TinyStoriesV2-GPT4-train.head10000lines.txt"
-GPT2 = SHARED / "tokenizers" / "gpt2" / "tokenizer.json"
+DATA = Path(__file__).resolve().parents[2] / "data"
+TINY = DATA / "tinystories" / "TinyStoriesV2-GPT4-train.head10000lines.txt"
+GPT2 = DATA / "tokenizers" / "gpt2" / "tokenizer.json"
 SCHEMA = pa.schema(
     [("id", pa.string()), ("text", pa.string()), ("source", pa.string()), ("license", pa.string())]
 )
