@@ -3,12 +3,13 @@
 Usage:
     .venv/bin/python bench/bench_minhash.py [--corpus DIR] [--mb 20] [--batch 1000] [--workers 2]
 
-The corpus is made by shared/bench/make_corpus.py (into DIR when DIR has no truth.json). Quality
+The corpus is made by bench/make_corpus.py (into DIR when DIR has no truth.json). Quality
 is scored the way the shard stage sees the corpus: junk (which the filters drop) and verbatim
-copies (which exact dedup drops) are removed first. `recall` is the share of injected near copies
-that are flagged; `flagged originals` are documents the generator counts as unique that were
-flagged, with how many of them really are within the threshold of the earlier kept document they
-were matched to (exact Jaccard), i.e. are not false positives of the detector. If `rensa` is
+copies (which exact dedup drops) are removed first. `recall` is the share of injected near and
+partial copies (both within the threshold of their original) that are flagged; `flagged
+originals` are documents the generator labels unique that were flagged, with how many of them are
+within the threshold of the earlier kept document they were matched to (exact Jaccard): with a
+correct truth file, none. If `rensa` is
 importable, its MB/s is printed beside ours, on the same 5-gram shingles. `--scale-rows 1000000`
 adds the phase-2 time on that many synthetic rows.
 """
@@ -39,9 +40,9 @@ from corpus_assets.core.text.minhash import (
     signatures,
 )
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-MAKE_CORPUS = SHARED / "bench" / "make_corpus.py"
-PLAYS = SHARED / "data" / "shakespeare" / "open_shakespeare_0.6_plays.jsonl"
+REPO = Path(__file__).resolve().parents[1]
+MAKE_CORPUS = REPO / "bench" / "make_corpus.py"
+PLAYS = REPO / "data" / "shakespeare" / "plays.jsonl"
 
 
 def load_corpus(root: Path, mb: float) -> tuple[list[str], list[str], dict[str, Any]]:
@@ -165,7 +166,7 @@ def phase2_scale(rows: int, spec: DedupSpec) -> None:
 def quality(ids: list[str], texts: list[str], truth: dict[str, Any], sigs: np.ndarray) -> None:
     """Recall and flagged originals, by estimate and with exact confirmation; phase-2 time."""
     spec = DedupSpec()
-    near = set(truth["near"])
+    near = set(truth["near"]) | set(truth["partial"])
     originals = len(ids) - len(near)
 
     def confirm(i: int, j: int) -> bool:

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_tokenize.py [--work DIR] [--mb 20] [--big-mb 100] [--rounds 3]
 
-1. Builds the benchmark corpus (`../shared/bench/make_corpus.py`) and writes it as a shards folder
+1. Builds the benchmark corpus (`bench/make_corpus.py`) and writes it as a shards folder
    in the shard stage's format (Parquet `id,text,source,license` of about `--shard-mb` text each,
    row groups of 1,024, and `_MANIFEST.json`), where `corpus run --stage tokenize` looks for it.
 2. GPT-2: the stage against the raw baseline (`Tokenizer.encode_batch_fast` over the same texts
@@ -45,9 +45,8 @@ from corpus_assets.core.store.atomic import write_json
 from corpus_assets.core.store.layout import Layout
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-MAKE_CORPUS = SHARED / "bench" / "make_corpus.py"
-GPT2 = SHARED / "data" / "tokenizers" / "gpt2" / "tokenizer.json"
+MAKE_CORPUS = REPO / "bench" / "make_corpus.py"
+GPT2 = REPO / "data" / "tokenizers" / "gpt2" / "tokenizer.json"
 SCHEMA = pa.schema(
     [("id", pa.string()), ("text", pa.string()), ("source", pa.string()), ("license", pa.string())]
 )
@@ -119,7 +118,10 @@ def make_corpus(work: Path, mb: float) -> Path:
 
 def write_config(work: Path, name: str, tokenizer: dict[str, str]) -> Path:
     path = work / f"{name}.json"
-    config = {"dataset": "bench", "version": name, "tokenizer": tokenizer}
+    # every stage pre-flights the config's sources: name a real file (the shards are made here)
+    (work / "input.jsonl").write_text('{"text": "shards are written by the bench"}\n')
+    source = {"name": "bench", "kind": "jsonl", "path": "input.jsonl", "license": "mit"}
+    config = {"dataset": "bench", "version": name, "tokenizer": tokenizer, "sources": [source]}
     path.write_text(json.dumps(config), encoding="utf-8")
     return path
 

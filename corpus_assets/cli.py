@@ -82,10 +82,16 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_register(args: argparse.Namespace) -> int:
+def _checked_config(file: str) -> None:
+    """Load and pre-flight a config: a bad one fails before Dagster, a data root or an instance."""
     from corpus_assets.core.config import load_config
+    from corpus_assets.core.stages.preflight import preflight
 
-    load_config(args.file)  # a bad config fails here, before the instance is created
+    preflight(load_config(file))
+
+
+def cmd_register(args: argparse.Namespace) -> int:
+    _checked_config(args.file)
     from corpus_assets import dagster_build
 
     root = _root(args)
@@ -96,9 +102,7 @@ def cmd_register(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from corpus_assets.core.config import load_config
-
-    load_config(args.file)  # a bad config fails here, before Dagster is even imported
+    _checked_config(args.file)
     from corpus_assets import dagster_build
     from corpus_assets.resources.stage_runner import StageRunner
 

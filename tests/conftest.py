@@ -16,7 +16,8 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+DATA = REPO / "data"
+BENCH = REPO / "bench"
 
 CorpusRunner = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -116,8 +117,12 @@ def data_root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
-    """`../shared/data` next to the repository (TinyStories sample, Shakespeare, tokenizers)."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared data folder {SHARED_DATA} is not present")
-    return SHARED_DATA
+def repo_data() -> Path:
+    """The repository's `data/` (TinyStories sample, Shakespeare plays, GPT-2 tokenizer)."""
+    return DATA
+
+
+@pytest.fixture(scope="session")
+def make_corpus_script() -> Path:
+    """The repository's benchmark-corpus generator, `bench/make_corpus.py`."""
+    return BENCH / "make_corpus.py"

@@ -6,7 +6,9 @@ from pathlib import Path
 import dagster as dg
 
 from corpus_assets.assets.partitions import CORPUS_CONFIGS, corpus_configs
-from corpus_assets.core.errors import CorpusError
+from corpus_assets.core.config import load_config
+from corpus_assets.core.errors import CorpusError, TransientError
+from corpus_assets.core.stages.preflight import preflight
 from corpus_assets.jobs import corpus_build
 from corpus_assets.resources.configs import ConfigStore
 from corpus_assets.resources.paths import CorpusPaths
@@ -23,27 +25,35 @@ CONFIG_SUFFIXES = (".toml", ".json")
 def corpus_config_sensor(
     context: dg.SensorEvaluationContext, paths: CorpusPaths, configs: ConfigStore
 ) -> dg.SensorResult | dg.SkipReason:
-    """Registers each new or changed config in `<root>/inbox` and requests one build of it."""
+    """Registers each new or changed config in `<root>/inbox` and requests one build of it.
+
+    A config that fails its pre-flight check is logged in one line and skipped, registering
+    nothing; a transient failure (hub unreachable) is looked at again on the next tick.
+    """
     inbox = paths.inbox_path()
     if not inbox.is_dir():
         return dg.SkipReason(f"no inbox folder {inbox}")
     seen: dict[str, int] = json.loads(context.cursor) if context.cursor else {}
     current = {p.name: p.stat().st_mtime_ns for p in _configs_in(inbox)}
     new_keys: list[str] = []
+    retry: list[str] = []
     requests: list[dg.RunRequest] = []
     for name, mtime in sorted(current.items()):
         if seen.get(name) == mtime:
             continue
         try:
+            preflight(load_config(inbox / name))
             key = configs.register(inbox / name).config.partition_key
         except CorpusError as exc:
             context.log.warning(f"{inbox / name}: not registered: {exc}")
+            if isinstance(exc, TransientError):
+                retry.append(name)
             continue
         if not context.instance.has_dynamic_partition(CORPUS_CONFIGS, key) and key not in new_keys:
             new_keys.append(key)
         requests.append(dg.RunRequest(run_key=key, partition_key=key))
         context.log.info(f"{name}: registered as partition {key}")
-    cursor = json.dumps(current, sort_keys=True)
+    cursor = json.dumps({n: m for n, m in current.items() if n not in retry}, sort_keys=True)
     if not requests:
         context.update_cursor(cursor)
         return dg.SkipReason(f"no new configs in {inbox}")

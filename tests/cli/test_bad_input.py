@@ -59,11 +59,11 @@ BIG_THEN_BAD = (
 )
 
 CASES = {
-    "missing input file": Case({}, _config(_spec(path="nowhere.jsonl")), 65,
+    "missing input file": Case({}, _config(_spec(path="nowhere.jsonl")), 64,
                                ("input not found", "nowhere.jsonl")),
-    "glob matches nothing": Case({}, _config(_spec(path="data/*.jsonl")), 65,
+    "glob matches nothing": Case({}, _config(_spec(path="data/*.jsonl")), 64,
                                  ("no files match", "data/*.jsonl")),
-    "empty folder": Case({"d/.keep": b""}, _config(_spec(path="d")), 65, ("holds no files",)),
+    "empty folder": Case({"d/.keep": b""}, _config(_spec(path="d")), 64, ("holds no files",)),
     "malformed JSON line": Case(
         {"in.jsonl": _jsonl(GOOD[:2]) + b'{"text": "unterminated\n' + _jsonl(GOOD)},
         _config(_spec()), 65, ("in.jsonl:3", "malformed JSON line")),
@@ -100,7 +100,7 @@ CASES = {
         {"in.jsonl": _jsonl(GOOD)}, _config(_spec(sha256="0" * 64)), 65,
         ("sha256", "0" * 64, "pins")),
     "second source missing": Case(
-        {"in.jsonl": _jsonl(GOOD)}, _config(_spec(), _spec(name="other", path="gone.jsonl")), 65,
+        {"in.jsonl": _jsonl(GOOD)}, _config(_spec(), _spec(name="other", path="gone.jsonl")), 64,
         ("'other'", "gone.jsonl")),
     "hf local file with a malformed line": Case(
         {"in.jsonl": _jsonl(GOOD) + b"{nope\n"}, _config(_spec(kind="hf")), 65,

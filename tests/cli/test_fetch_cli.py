@@ -19,7 +19,7 @@ CorpusRunner = Callable[..., subprocess.CompletedProcess[str]]
 WriteConfig = Callable[[Path, Mapping[str, Any]], Path]
 
 TINYSTORIES = "tinystories/TinyStoriesV2-GPT4-train.head10000lines.txt"
-SHAKESPEARE = "shakespeare/open_shakespeare_0.6_plays.jsonl"
+SHAKESPEARE = "shakespeare/plays.jsonl"
 EOT = "<|endoftext|>"
 
 
@@ -95,24 +95,24 @@ def docs(n: int, prefix: str = "doc") -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def shared_fetch(
+def repo_fetch(
     tmp_path_factory: pytest.TempPathFactory,
-    shared_data: Path,
+    repo_data: Path,
     write_config: WriteConfig,
     corpus: CorpusRunner,
 ) -> dict[str, Any]:
-    base = tmp_path_factory.mktemp("shared-fetch")
+    base = tmp_path_factory.mktemp("repo-fetch")
     tiny = {
         "name": "tinystories",
         "kind": "text",
-        "path": str(shared_data / TINYSTORIES),
+        "path": str(repo_data / TINYSTORIES),
         "separator": EOT,
         "license": "cdla-sharing-1.0",
     }
     plays = {
         "name": "shakespeare",
         "kind": "jsonl",
-        "path": str(shared_data / SHAKESPEARE),
+        "path": str(repo_data / SHAKESPEARE),
         "id_field": "id",
         "license": "public-domain",
     }
@@ -126,20 +126,20 @@ def shared_fetch(
         "stderr": out.stderr,
         "tiny": tiny,
         "plays": plays,
-        "data": shared_data,
+        "data": repo_data,
     }
 
 
-def test_fetch_publishes_one_raw_folder_per_source(shared_fetch: dict[str, Any]) -> None:
-    root = shared_fetch["root"]
-    tiny_key, plays_key = source_key(shared_fetch["tiny"]), source_key(shared_fetch["plays"])
+def test_fetch_publishes_one_raw_folder_per_source(repo_fetch: dict[str, Any]) -> None:
+    root = repo_fetch["root"]
+    tiny_key, plays_key = source_key(repo_fetch["tiny"]), source_key(repo_fetch["plays"])
     assert published(root) == sorted([tiny_key, plays_key])
     for key in (tiny_key, plays_key):
         names = sorted(p.name for p in (root / "raw" / key).iterdir())
         assert names == ["_SOURCE.json", "part-00000.parquet"]
     assert list((root / "raw" / ".staging").iterdir()) == []
     assert not list((root / "raw").glob(".*tmp*"))
-    summary = shared_fetch["summary"]
+    summary = repo_fetch["summary"]
     assert summary["stage"] == "fetch"
     assert summary["stage_key"].endswith("/fetch")
     assert summary["stage_key"].startswith("corpus/tinystories/v1/")
@@ -149,23 +149,23 @@ def test_fetch_publishes_one_raw_folder_per_source(shared_fetch: dict[str, Any])
     ]
 
 
-def test_text_source_splits_on_the_separator(shared_fetch: dict[str, Any]) -> None:
-    text = (shared_fetch["data"] / TINYSTORIES).read_text("utf-8")
+def test_text_source_splits_on_the_separator(repo_fetch: dict[str, Any]) -> None:
+    text = (repo_fetch["data"] / TINYSTORIES).read_text("utf-8")
     expected = [part.strip() for part in text.split(EOT) if part.strip()]
-    key = source_key(shared_fetch["tiny"])
-    got = rows(shared_fetch["root"], key)
+    key = source_key(repo_fetch["tiny"])
+    got = rows(repo_fetch["root"], key)
     assert len(got) == len(expected) > 1000
     assert [r["text"] for r in got] == expected
     assert [r["id"] for r in got] == [f"{key}:{i}" for i in range(len(expected))]
     assert {r["source"] for r in got} == {"tinystories"}
     assert {r["license"] for r in got} == {"cdla-sharing-1.0"}
-    assert shared_fetch["summary"]["sources"][0]["documents"] == len(expected)
+    assert repo_fetch["summary"]["sources"][0]["documents"] == len(expected)
 
 
-def test_jsonl_source_keeps_its_own_ids_and_other_fields(shared_fetch: dict[str, Any]) -> None:
-    lines = (shared_fetch["data"] / SHAKESPEARE).read_text("utf-8").splitlines()
+def test_jsonl_source_keeps_its_own_ids_and_other_fields(repo_fetch: dict[str, Any]) -> None:
+    lines = (repo_fetch["data"] / SHAKESPEARE).read_text("utf-8").splitlines()
     records = [json.loads(line) for line in lines if line.strip()]
-    got = rows(shared_fetch["root"], source_key(shared_fetch["plays"]))
+    got = rows(repo_fetch["root"], source_key(repo_fetch["plays"]))
     assert [r["id"] for r in got] == [str(r["id"]) for r in records]
     assert [r["text"] for r in got] == [r["text"] for r in records]
     for row, record in zip(got, records, strict=True):
@@ -175,14 +175,14 @@ def test_jsonl_source_keeps_its_own_ids_and_other_fields(shared_fetch: dict[str,
     assert {r["license"] for r in got} == {"public-domain"}
 
 
-def test_source_record_and_ledger(shared_fetch: dict[str, Any]) -> None:
-    root = shared_fetch["root"]
+def test_source_record_and_ledger(repo_fetch: dict[str, Any]) -> None:
+    root = repo_fetch["root"]
     entries = ledger(root)
     assert [e["source_key"] for e in entries] == [
-        source_key(shared_fetch["tiny"]),
-        source_key(shared_fetch["plays"]),
+        source_key(repo_fetch["tiny"]),
+        source_key(repo_fetch["plays"]),
     ]
-    for entry, spec in zip(entries, (shared_fetch["tiny"], shared_fetch["plays"]), strict=True):
+    for entry, spec in zip(entries, (repo_fetch["tiny"], repo_fetch["plays"]), strict=True):
         folder = root / "raw" / entry["source_key"]
         record = json.loads((folder / "_SOURCE.json").read_text("utf-8"))
         assert record["source_key"] == entry["source_key"]
@@ -200,18 +200,18 @@ def test_source_record_and_ledger(shared_fetch: dict[str, Any]) -> None:
         assert not any(str(root) in json.dumps(v) for k, v in entry.items() if k != "fetched_at")
 
 
-def test_verify_passes_on_the_raw_cache(shared_fetch: dict[str, Any], corpus: CorpusRunner) -> None:
-    for key in published(shared_fetch["root"]):
-        out = corpus("verify", shared_fetch["root"] / "raw" / key)
+def test_verify_passes_on_the_raw_cache(repo_fetch: dict[str, Any], corpus: CorpusRunner) -> None:
+    for key in published(repo_fetch["root"]):
+        out = corpus("verify", repo_fetch["root"] / "raw" / key)
         assert out.returncode == 0, out.stderr
         assert out.stdout.startswith("ok")
 
 
 def test_verify_catches_a_tampered_part(
-    shared_fetch: dict[str, Any], corpus: CorpusRunner, tmp_path: Path
+    repo_fetch: dict[str, Any], corpus: CorpusRunner, tmp_path: Path
 ) -> None:
-    key = source_key(shared_fetch["plays"])
-    copy = shutil.copytree(shared_fetch["root"] / "raw" / key, tmp_path / key)
+    key = source_key(repo_fetch["plays"])
+    copy = shutil.copytree(repo_fetch["root"] / "raw" / key, tmp_path / key)
     part = copy / "part-00000.parquet"
     data = bytearray(part.read_bytes())
     data[len(data) // 2] ^= 0xFF
@@ -226,18 +226,18 @@ def test_verify_catches_a_tampered_part(
     assert "missing" in out.stderr
 
 
-def test_second_run_is_a_no_op(shared_fetch: dict[str, Any], corpus: CorpusRunner) -> None:
-    root = shared_fetch["root"]
+def test_second_run_is_a_no_op(repo_fetch: dict[str, Any], corpus: CorpusRunner) -> None:
+    root = repo_fetch["root"]
     before = snapshot(root)
     ledger_before = (root / "raw" / "LEDGER.jsonl").read_bytes()
-    summary, out = run_fetch(corpus, shared_fetch["config"], root)
+    summary, out = run_fetch(corpus, repo_fetch["config"], root)
     assert snapshot(root) == before  # same inodes, mtimes and sizes: nothing rewritten
     assert (root / "raw" / "LEDGER.jsonl").read_bytes() == ledger_before
     assert [s["cached"] for s in summary["sources"]] == [True, True]
     assert [s["documents"] for s in summary["sources"]] == [
-        s["documents"] for s in shared_fetch["summary"]["sources"]
+        s["documents"] for s in repo_fetch["summary"]["sources"]
     ]
-    assert summary["stage_key"] == shared_fetch["summary"]["stage_key"]
+    assert summary["stage_key"] == repo_fetch["summary"]["stage_key"]
     assert out.stderr.count("already in raw/") == 2
     assert "fetching source" not in out.stderr
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-SHARED = Path(__file__).resolve().parents[3] / "shared"
-TINY = SHARED / "data" / "tinystories" / "TinyStoriesV2-GPT4-train.head10000lines.txt"
-MAKE_CORPUS = SHARED / "bench" / "make_corpus.py"
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "data" / "tinystories" / "TinyStoriesV2-GPT4-train.head10000lines.txt"
+MAKE_CORPUS = REPO / "bench" / "make_corpus.py"
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 
 

@@ -56,11 +56,18 @@ def setup_build(
 ) -> tuple[Path, Path, Layout]:
     """A config file and a data root whose shards folder (Layout.shards) holds `docs`."""
     config = tmp / f"{name}.json"
-    config.write_text(json.dumps({"dataset": "t", "version": "v1", "tokenizer": tokenizer}))
+    config.write_text(json.dumps({**with_source(tmp), "tokenizer": tokenizer}))
     cfg = load_config(config)
     layout = Layout(tmp / name)
     write_shards(layout.shards(cfg), docs, n_shards, cfg)
     return config, layout.root, layout
+
+
+def with_source(tmp: Path) -> dict[str, Any]:
+    """A config with one real input file (every stage pre-flights its sources); no tokenizer."""
+    (tmp / "input.jsonl").write_text('{"text": "the shards are written by the test"}\n')
+    source = {"name": "s", "kind": "jsonl", "path": "input.jsonl", "license": "mit"}
+    return {"dataset": "t", "version": "v1", "sources": [source]}
 
 
 def tokens_dir(layout: Layout, config: Path) -> Path:
@@ -108,13 +115,15 @@ def test_relative_tokenizer_path_gpt2(tmp_path: Path) -> None:
     assert layout.tokens(load_config(config)).parts[-4] == "gpt2"
 
 
-def test_offline_hub_name_is_exit_75(tmp_path: Path) -> None:
+def test_offline_hub_name_not_cached_is_exit_64(tmp_path: Path) -> None:
+    """HF_HUB_OFFLINE without a cached copy fails the same way on every retry: a config error."""
     tok = {"id": "openai-community/gpt2"}
     config, root, _ = setup_build(tmp_path, tok, tiny_docs(5), 1)
     env = {**ENV, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "empty-hf-home")}
     run = corpus("run", "--stage", "tokenize", "--config", config, "--root", root, env=env)
-    assert run.returncode == 75, run.stderr
+    assert run.returncode == 64, run.stderr
     assert "'openai-community/gpt2'" in run.stderr and "tokenizer.path" in run.stderr
+    assert "HF_HUB_OFFLINE" in run.stderr
     assert not (root / "tokens").exists() and not (root / "work").exists()
 
 
@@ -132,7 +141,7 @@ def test_corrupted_shard_is_exit_65_and_nothing_published(tmp_path: Path) -> Non
 
 def test_missing_shards_is_exit_65(tmp_path: Path) -> None:
     config = tmp_path / "c.json"
-    config.write_text(json.dumps({"dataset": "t", "version": "v1", "tokenizer": {"id": "bytes"}}))
+    config.write_text(json.dumps({**with_source(tmp_path), "tokenizer": {"id": "bytes"}}))
     run = corpus("run", "--stage", "tokenize", "--config", config, "--root", tmp_path / "r")
     assert run.returncode == 65 and "run the shard stage first" in run.stderr
 

@@ -451,7 +451,7 @@ max_symbol_word_ratio = 0.25
 [[sources]]
 name = "tinystories"
 kind = "text"
-path = "../shared/data/tinystories/TinyStoriesV2-GPT4-train.head10000lines.txt"
+path = "../data/tinystories/TinyStoriesV2-GPT4-train.head10000lines.txt"
 separator = "<|endoftext|>"
 license = "cdla-sharing-1.0"
 limit = 1_000
@@ -465,7 +465,7 @@ limit = 1_000
                 "license": "cdla-sharing-1.0",
                 "limit": 1000,
                 "name": "tinystories",
-                "path": "../shared/data/tinystories/TinyStoriesV2-GPT4-train.head10000lines.txt",
+                "path": "../data/tinystories/TinyStoriesV2-GPT4-train.head10000lines.txt",
                 "separator": "<|endoftext|>",
             }
         ],

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from corpus_assets.core.config import SourceSpec, load_config, validate
-from corpus_assets.core.errors import DataError, TransientError
+from corpus_assets.core.errors import ConfigError, DataError, TransientError
 from corpus_assets.core.stages.fetch import fetch
 from corpus_assets.core.store import ledger, locks, sources
 from corpus_assets.core.store.layout import Layout
@@ -180,7 +180,7 @@ def test_every_input_is_checked_before_any_source_is_fetched(
         },
     )
     layout = Layout(tmp_path / "root")
-    with pytest.raises(DataError, match="'typo': input not found"):
+    with pytest.raises(ConfigError, match="'typo': input not found"):
         fetch(load_config(cfg_path), layout, Progress("fetch", silent))
     assert not layout.raw.exists()
 

@@ -10,8 +10,8 @@ import pytest
 from corpus_assets.core.text.minhash import jaccard
 from corpus_assets.core.text.partial import new_paragraphs, paragraphs
 
-SHARED = Path(__file__).resolve().parents[3] / "shared"
-TINY = SHARED / "data" / "tinystories" / "TinyStoriesV2-GPT4-train.head10000lines.txt"
+DATA = Path(__file__).resolve().parents[2] / "data"
+TINY = DATA / "tinystories" / "TinyStoriesV2-GPT4-train.head10000lines.txt"
 SPEECH = (
     "LORENZO.\nLeave holloaing, man. Here! The moon shines bright: in such a night as this,\n"
     "When the sweet wind did gently kiss the trees and they did make no noise."

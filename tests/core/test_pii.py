@@ -122,11 +122,10 @@ def test_disabled_kinds_are_left_alone(
     assert Scrubber(spec).scrub(TEXT) == (expected, dict(zip(KINDS, counts, strict=True)))
 
 
-def test_generated_corpus_has_no_residue(tmp_path: Path, shared_data: Path) -> None:
+def test_generated_corpus_has_no_residue(tmp_path: Path, make_corpus_script: Path) -> None:
     out = tmp_path / "bench"
-    make_corpus = shared_data.parent / "bench" / "make_corpus.py"
     subprocess.run(
-        [sys.executable, str(make_corpus), "--out", str(out), "--mb", "1"],
+        [sys.executable, str(make_corpus_script), "--out", str(out), "--mb", "1"],
         check=True,
         capture_output=True,
     )

@@ -20,7 +20,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from corpus_assets.core.config import LoadedConfig, validate
-from corpus_assets.core.errors import ConfigError, DataError, TransientError
+from corpus_assets.core.errors import ConfigError, DataError
 from corpus_assets.core.stages.tokenize import read_shards, tokenize
 from corpus_assets.core.stages.tokenize_pool import ShardTask, plan, read_marker, run_task
 from corpus_assets.core.stages.tokenize_verify import verify_tokens
@@ -35,9 +35,9 @@ from corpus_assets.core.text.tokenizer import (
     resolve_tokenizer,
 )
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
-TINY = SHARED / "tinystories" / "TinyStoriesV2-GPT4-train.head10000lines.txt"
-GPT2 = SHARED / "tokenizers" / "gpt2" / "tokenizer.json"
+DATA = Path(__file__).resolve().parents[2] / "data"
+TINY = DATA / "tinystories" / "TinyStoriesV2-GPT4-train.head10000lines.txt"
+GPT2 = DATA / "tokenizers" / "gpt2" / "tokenizer.json"
 SCHEMA = pa.schema(
     [("id", pa.string()), ("text", pa.string()), ("source", pa.string()), ("license", pa.string())]
 )
@@ -214,14 +214,17 @@ def test_bad_tokenizer_config(tmp_path: Path, tokenizer: dict[str, Any], message
         make_config(tmp_path, tokenizer)
 
 
-def test_hub_name_offline_is_transient(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hub_name_offline_not_cached_is_a_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache
     import huggingface_hub.constants
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
     cfg = make_config(tmp_path, {"id": "openai-community/gpt2"})
-    with pytest.raises(TransientError, match=r"'openai-community/gpt2'.*tokenizer\.path"):
+    with pytest.raises(ConfigError, match=r"'openai-community/gpt2'.*HF_HUB_OFFLINE.*\.path"):
         resolve_tokenizer(cfg)
 
 

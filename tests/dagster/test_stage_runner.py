@@ -12,7 +12,7 @@ from types import FrameType
 
 import dagster as dg
 import pytest
-from dagster_support import wrapped
+from dagster_support import variant, wrapped
 
 from corpus_assets import dagster_build
 from corpus_assets.resources.stage_runner import failure
@@ -49,18 +49,39 @@ def test_transient_exit_is_retried_with_backoff(
     assert events.count("STEP_UP_FOR_RETRY") == 1 and events[-1] == "STEP_SUCCESS"
 
 
-def test_config_error_in_a_stage_is_not_retried(
-    example: Path, root: Path, instance: dg.DagsterInstance
+HAND = {"version": "v1", "dataset": "tinystories", "tokenizer": {"id": "bytes"}}
+
+
+def _cannot_build(example: Path, case: str) -> Path:
+    """A config beside the example that loads but cannot build."""
+    if case == "no sources":
+        hand = example.with_name("hand.json")
+        hand.write_text(json.dumps(HAND), encoding="utf-8")
+        return hand
+    return variant(example, "gone", tokenizer={"id": "gpt2", "path": "gone/tokenizer.json"})
+
+
+@pytest.mark.parametrize(
+    ("case", "says"),
+    [("no sources", "config has no sources"), ("missing tokenizer", "gone/tokenizer.json")],
+)
+def test_a_config_that_cannot_build_fails_the_first_stage_once(
+    example: Path, root: Path, instance: dg.DagsterInstance, case: str, says: str
 ) -> None:
-    hand = example.with_name("hand.json")
-    hand.write_text(
-        json.dumps({"version": "v1", "dataset": "tinystories", "tokenizer": {"id": "bytes"}})
-    )
-    result = dagster_build.build(hand, root, instance)
+    """A run started past `corpus build` (UI, `dagster job execute`): the fetch stage's own
+    pre-flight refuses the config with 64 before fetching anything, never retried (fetch has
+    the most retries), and the later stages never start; nothing published, not even raw/."""
+    config = _cannot_build(example, case)
+    result = dagster_build.build(config, root, instance)
     assert result.exit_code == 64
-    assert "no [[sources]]" in result.summary["error"]
-    events = _step_events(instance, result.run_id, "shards")
-    assert events.count("STEP_START") == 1 and "STEP_UP_FOR_RETRY" not in events
+    assert says in result.summary["error"]
+    raw_events = _step_events(instance, result.run_id, "raw")
+    assert raw_events.count("STEP_START") == 1 and "STEP_UP_FOR_RETRY" not in raw_events
+    assert raw_events[-1] == "STEP_FAILURE"
+    for later in ("shards", "tokens"):
+        assert "STEP_START" not in _step_events(instance, result.run_id, later)
+    assert not (root / "raw").exists() and not (root / "corpus").exists()
+    assert not (root / "work").exists() and not (root / "tokens").exists()
 
 
 def test_silent_stage_is_stopped_and_retried(

@@ -21,9 +21,7 @@ from corpus_assets.core.config import load_config
 from corpus_assets.jobs import BUILD_JOB, CLEANUP_JOB
 
 REPO = Path(__file__).resolve().parents[2]
-STORIES = (
-    REPO.parent / "shared" / "data" / "tinystories" / "TinyStoriesV2-GPT4-train.head10000lines.txt"
-)
+STORIES = REPO / "data" / "tinystories" / "TinyStoriesV2-GPT4-train.head10000lines.txt"
 
 # A line of the build's stderr, the root, the build process -> True once it has acted.
 Trigger = Callable[[str, Path, subprocess.Popen[str]], bool]
@@ -32,8 +30,6 @@ Trigger = Callable[[str, Path, subprocess.Popen[str]], bool]
 @pytest.fixture
 def stories(tmp_path: Path) -> Path:
     """~1,700 stories (1.4 MB) in 7 shards: each stage takes about a second, time to kill it."""
-    if not STORIES.is_file():
-        pytest.skip(f"{STORIES} is not present")
     config = tmp_path / "stories.json"
     config.write_text(
         json.dumps(

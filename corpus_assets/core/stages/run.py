@@ -1,4 +1,4 @@
-"""Run one stage by name: validate the config first, then call the stage and summarize it."""
+"""Run one stage by name: check the whole config first, then call the stage and summarize it."""
 
 from __future__ import annotations
 
@@ -58,7 +58,10 @@ def run_stage(
     """Run `stage` for the config at `config_path` under data root `root`; return its summary."""
     if stage not in STAGES:
         raise ConfigError(f"unknown stage {stage!r}; allowed: {', '.join(STAGES)}")
+    from corpus_assets.core.stages.preflight import preflight
+
     cfg = load_config(config_path)
+    preflight(cfg)  # the whole config, before the stage touches the data root
     layout = Layout(root.resolve())
     progress = Progress(stage, emit)
     summary = STAGES[stage](cfg, layout, workers or os.cpu_count() or 1, progress)

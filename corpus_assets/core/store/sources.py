@@ -37,13 +37,16 @@ class InputFile:
 
 
 def expand_inputs(cfg: LoadedConfig, spec: SourceSpec) -> list[Path]:
-    """The files a local source names: one file, every file in a folder, or a glob."""
+    """The files a local source names: one file, every file in a folder, or a glob.
+
+    A path that matches no file is a config error (a typo), raised before anything is read.
+    """
     target = cfg.resolve(spec.path)
     if any(ch in spec.path for ch in "*?["):
         files = sorted(Path(p) for p in glob.glob(str(target), recursive=True))
         files = [p for p in files if p.is_file()]
         if not files:
-            raise DataError(
+            raise ConfigError(
                 f"source {spec.name!r}: no files match {spec.path!r} (in {target.parent})"
             )
         return files
@@ -52,9 +55,9 @@ def expand_inputs(cfg: LoadedConfig, spec: SourceSpec) -> list[Path]:
     if target.is_dir():
         files = sorted(p for p in target.rglob("*") if p.is_file() and not p.name.startswith("."))
         if not files:
-            raise DataError(f"source {spec.name!r}: folder {target} holds no files")
+            raise ConfigError(f"source {spec.name!r}: folder {target} holds no files")
         return files
-    raise DataError(f"source {spec.name!r}: input not found: {target}")
+    raise ConfigError(f"source {spec.name!r}: input not found: {target}")
 
 
 def describe_inputs(files: list[Path]) -> list[InputFile]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import partial
 
 from corpus_assets.core.config import PiiSpec
+from corpus_assets.core.text import spaced_phones
 
 EMAIL = "email"
 IP = "ip"
@@ -42,25 +42,36 @@ _PHONE_HINTS = tuple(
     for p in (r"\+\d", r"-\d{3}[-.]\d{4}", r"\.\d{3}[-.]\d{4}", r"\) ?\d{3}[-. ]\d{4}")
 )
 _DIGIT = re.compile(r"\d", re.ASCII)
+_Candidates = Callable[[str], Iterable[re.Match[str]]]
 _E164_DIGITS = range(8, 16)
+_MAX_PASSES = 16  # a bound: each pass that replaces something removes digits or `@`s
 
 
 @dataclass(frozen=True)
 class _Detector:
-    """One kind of PII: a cheap hint, a pattern, and a test that a match really is one."""
+    """One kind of PII: where its candidates are in a text, and a test that one really is one."""
 
     kind: str
-    hint: Callable[[str], object]
-    pattern: re.Pattern[str]
+    candidates: _Candidates
     accept: Callable[[re.Match[str]], bool]
+    digits: bool = True  # a candidate holds a digit: skip texts without one
+
+
+def _hinted(hint: Callable[[str], object], pattern: re.Pattern[str]) -> _Candidates:
+    """The pattern's matches, looked for only in a text that passes the cheap hint."""
+
+    def candidates(text: str) -> Iterable[re.Match[str]]:
+        return pattern.finditer(text) if hint(text) else ()
+
+    return candidates
 
 
 def _ipv4_hint(text: str) -> bool:
-    return _has_digit(text) and _IPV4_HINT.search(text) is not None
+    return _IPV4_HINT.search(text) is not None
 
 
 def _phone_hint(text: str) -> bool:
-    return _has_digit(text) and any(hint.search(text) for hint in _PHONE_HINTS)
+    return any(hint.search(text) for hint in _PHONE_HINTS)
 
 
 def _has_digit(text: str) -> bool:
@@ -94,12 +105,15 @@ def _is_phone(match: re.Match[str]) -> bool:
 
 
 _DETECTORS = {
-    EMAIL: (_Detector(EMAIL, lambda t: "@" in t, _EMAIL, lambda m: True),),
+    EMAIL: (_Detector(EMAIL, _hinted(lambda t: "@" in t, _EMAIL), lambda m: True, digits=False),),
     IP: (
-        _Detector(IP, _IPV6_HINT.search, _IPV6, _is_ipv6),
-        _Detector(IP, _ipv4_hint, _IPV4, _is_ipv4),
+        _Detector(IP, _hinted(_IPV6_HINT.search, _IPV6), _is_ipv6),
+        _Detector(IP, _hinted(_ipv4_hint, _IPV4), _is_ipv4),
     ),
-    PHONE: (_Detector(PHONE, _phone_hint, _PHONE, _is_phone),),
+    PHONE: (
+        _Detector(PHONE, _hinted(_phone_hint, _PHONE), _is_phone),
+        _Detector(PHONE, spaced_phones.runs, spaced_phones.is_phone),
+    ),
 }
 
 
@@ -124,16 +138,34 @@ class Scrubber:
         return self._run(text)[1]
 
     def _run(self, text: str) -> tuple[str, list[tuple[str, str]]]:
+        """Passes until one replaces nothing, so that scrubbing the output again changes nothing.
+
+        A replacement can change what is around another candidate (a `+44` that followed a
+        digit, a cue line that was a row of numbers); each pass removes digits or `@`s, so few
+        passes are needed, and a text without PII takes one.
+        """
         found: list[tuple[str, str]] = []
-        for detector in self._detectors:
-            if detector.hint(text):
-                text = detector.pattern.sub(partial(_swap, detector, found), text)
+        for _ in range(_MAX_PASSES):
+            seen = len(found)
+            text = self._pass(text, found)
+            if len(found) == seen:
+                break
         return text, found
 
+    def _pass(self, text: str, found: list[tuple[str, str]]) -> str:
+        digits = _has_digit(text)  # replacing never adds one: placeholders hold none
+        for detector in self._detectors:
+            if digits or not detector.digits:
+                text = _replace(detector, found, text)
+        return text
 
-def _swap(detector: _Detector, found: list[tuple[str, str]], match: re.Match[str]) -> str:
-    """The placeholder for an accepted match (noted in `found`), else the match unchanged."""
-    if not detector.accept(match):
-        return match.group()
-    found.append((detector.kind, match.group()))
-    return PLACEHOLDERS[detector.kind]
+
+def _replace(detector: _Detector, found: list[tuple[str, str]], text: str) -> str:
+    """The text with each accepted candidate replaced by its placeholder (noted in `found`)."""
+    parts, end = [], 0
+    for match in detector.candidates(text):
+        if detector.accept(match):
+            found.append((detector.kind, match.group()))
+            parts += [text[end : match.start()], PLACEHOLDERS[detector.kind]]
+            end = match.end()
+    return "".join(parts) + text[end:] if parts else text

@@ -8,6 +8,9 @@ plus each document's length in tokens (EOS included).
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -80,9 +83,12 @@ def resolve_tokenizer(cfg: LoadedConfig) -> TokenizerInfo:
         return TokenizerInfo(BYTES_ID, None, None, BYTES_EOS + 1, BYTES_EOS)
     file = cfg.resolve(spec.path) if spec.path is not None else hub_file(spec.id)
     if not file.is_file():
-        raise ConfigError(
-            f"tokenizer {spec.id!r}: file not found: {file} (tokenizer.path = {spec.path!r})"
+        what = (
+            f"{file} is a folder, not a tokenizer.json"
+            if file.is_dir()
+            else f"file not found: {file}"
         )
+        raise ConfigError(f"tokenizer {spec.id!r}: {what} (tokenizer.path = {spec.path!r})")
     sha = file_sha256(file)
     tok = load_hf(file, spec.id, sha)
     eos = _eos_id(tok, spec)
@@ -92,35 +98,69 @@ def resolve_tokenizer(cfg: LoadedConfig) -> TokenizerInfo:
 
 
 def hub_file(repo_id: str) -> Path:
-    """`tokenizer.json` of a Hugging Face Hub repo (the file `Tokenizer.from_pretrained` loads)."""
-    from huggingface_hub import hf_hub_download
+    """`tokenizer.json` of a Hugging Face Hub repo (the file `Tokenizer.from_pretrained` loads).
+
+    A malformed id, a repo without the file, or offline mode (`HF_HUB_OFFLINE`) without a cached
+    copy are config errors: the same environment fails the same way on every retry. A hub that
+    cannot be reached while online is transient.
+    """
+    from huggingface_hub import constants, hf_hub_download
     from huggingface_hub.errors import (
         EntryNotFoundError,
+        HFValidationError,
         LocalEntryNotFoundError,
         RepositoryNotFoundError,
         RevisionNotFoundError,
     )
 
-    missing = (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError)
     try:
-        return Path(hf_hub_download(repo_id, "tokenizer.json"))
-    except missing as exc:
-        if isinstance(exc, LocalEntryNotFoundError):  # offline and not cached: try again later
-            raise _offline(repo_id, exc) from None
+        with _quiet_hub():
+            return Path(hf_hub_download(repo_id, "tokenizer.json"))
+    except HFValidationError as exc:
+        raise ConfigError(
+            f"tokenizer {repo_id!r} is not a Hugging Face Hub repo id ({_one_line(exc)}); "
+            "use 'bytes', a hub id like 'openai-community/gpt2', or set tokenizer.path"
+        ) from None
+    except LocalEntryNotFoundError as exc:
+        if constants.is_offline_mode():
+            raise ConfigError(
+                f"tokenizer {repo_id!r}: not in the local Hugging Face cache "
+                f"({constants.HF_HUB_CACHE}) and HF_HUB_OFFLINE is set; download it once "
+                "online, or set tokenizer.path to a local tokenizer.json"
+            ) from None
+        raise _unreachable(repo_id, exc) from None
+    except (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError) as exc:
         raise ConfigError(
             f"tokenizer {repo_id!r}: the Hugging Face Hub has no tokenizer.json for it "
             f"({type(exc).__name__}); set tokenizer.path to a local tokenizer.json"
         ) from None
     except Exception as exc:
-        raise _offline(repo_id, exc) from None
+        raise _unreachable(repo_id, exc) from None
 
 
-def _offline(repo_id: str, exc: Exception) -> TransientError:
+@contextmanager
+def _quiet_hub() -> Iterator[None]:
+    """The hub client's own retry warnings off: a failed lookup is our one error line."""
+    logger = logging.getLogger("huggingface_hub")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _unreachable(repo_id: str, exc: Exception) -> TransientError:
+    cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
     return TransientError(
-        f"tokenizer {repo_id!r}: cannot download it from the Hugging Face Hub "
-        f"(offline or unreachable: {type(exc).__name__}: {str(exc)[:200]}); retry later, "
+        f"tokenizer {repo_id!r}: cannot reach the Hugging Face Hub "
+        f"({type(cause).__name__}: {_one_line(cause)[:200]}); retry later, "
         "or set tokenizer.path to a local tokenizer.json (relative to the config file)"
     )
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
 
 
 def load_hf(file: Path, tokenizer_id: str, sha256: str | None = None) -> Any:
@@ -137,7 +177,7 @@ def load_hf(file: Path, tokenizer_id: str, sha256: str | None = None) -> Any:
         tok = Tokenizer.from_file(str(file))
     except Exception as exc:
         raise ConfigError(
-            f"tokenizer {tokenizer_id!r}: {file} is not a valid tokenizer.json: {exc}"
+            f"tokenizer {tokenizer_id!r}: {file} is not a valid tokenizer.json: {_one_line(exc)}"
         ) from None
     if sha256 is not None:
         _loaded.clear()
