@@ -23,6 +23,7 @@ from corpus_assets.core.errors import EXIT_DATA, EXIT_TRANSIENT, EXIT_USAGE
 from corpus_assets.core.store import registry
 from corpus_assets.core.store.atomic import MANIFEST
 from corpus_assets.core.store.layout import Layout
+from corpus_assets.dagster_dead_runs import mark_dead_runs, process_tags
 from corpus_assets.dagster_instance import dagster_home, ensure_home, open_instance
 from corpus_assets.dagster_output import BuildOutput
 from corpus_assets.definitions import build_defs
@@ -78,6 +79,7 @@ def build(
     own log only when `verbose`; the whole run log always to `<root>/logs/<run_id>.log`.
     """
     output = BuildOutput(emit or _stderr, verbose=verbose, live=progress)
+    mark_dead_runs(instance, by="corpus build", say=lambda line: output.say(f"[corpus] {line}"))
     root = root.resolve()
     cfg = register(config_file, root, instance)
     output.note(f"[corpus] building partition {cfg.partition_key} ({cfg.build_id}) under {root}")
@@ -90,6 +92,7 @@ def build(
             partition_key=cfg.partition_key,
             raise_on_error=False,
             run_config=output.run_config,
+            tags=process_tags(),
         )
     summary = _summary(cfg, root, result)
     output.finish(instance, result, root, time.monotonic() - start)

@@ -19,6 +19,7 @@ from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.resources.stage_runner import StageRunner
 from corpus_assets.sensors.cleanup import corpus_cleanup_on_cancel, corpus_cleanup_on_failure
 from corpus_assets.sensors.config import corpus_config_sensor
+from corpus_assets.sensors.dead_runs import corpus_dead_runs
 
 
 def build_defs(
@@ -30,7 +31,12 @@ def build_defs(
         assets=[raw, shards, tokens],
         asset_checks=checks.ALL_CHECKS,
         jobs=[corpus_build, corpus_cleanup],
-        sensors=[corpus_config_sensor, corpus_cleanup_on_failure, corpus_cleanup_on_cancel],
+        sensors=[
+            corpus_config_sensor,
+            corpus_cleanup_on_failure,
+            corpus_cleanup_on_cancel,
+            corpus_dead_runs,
+        ],
         # Every step already runs its stage in a subprocess; the multiprocess executor would add
         # a worker start-up (~2 s) per step, also for runs launched from the UI (__ASSET_JOB).
         executor=dg.in_process_executor,

@@ -4,6 +4,7 @@ import dagster as dg
 
 from corpus_assets.assets.shards import shards
 from corpus_assets.assets.tokens import tokens
+from corpus_assets.dagster_dead_runs import cleanup_blocker
 from corpus_assets.dagster_records import forget_partition
 from corpus_assets.resources.configs import ConfigStore
 from corpus_assets.resources.paths import CorpusPaths
@@ -42,6 +43,9 @@ def cleanup_partition(
     stage_runner: StageRunner,
 ) -> None:
     """Delete the partition's shards, tokens and staging (never raw), then its materializations."""
+    if blocker := cleanup_blocker(context.instance, config.failed_run_id):
+        context.log.info(f"cleanup of {config.partition_key} skipped: {blocker}")
+        return
     config_file = configs.file_for(config.partition_key)
     stage_runner.run_cleanup(context, config_file, paths.root_path())
     for key in CLEANED_ASSETS:

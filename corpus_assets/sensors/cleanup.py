@@ -10,6 +10,7 @@ import dagster as dg
 
 from corpus_assets.assets.shards import shards
 from corpus_assets.assets.tokens import tokens
+from corpus_assets.dagster_dead_runs import cleanup_blocker
 from corpus_assets.jobs import CLEANUP_JOB, corpus_cleanup
 
 PARTITION_TAG = "dagster/partition"
@@ -39,6 +40,8 @@ def cleanup_request(
     }
     if not started & OUTPUT_STEPS:
         return dg.SkipReason(f"run {run.run_id} {outcome} before the shard stage started")
+    if blocker := cleanup_blocker(instance, run.run_id):
+        return dg.SkipReason(f"no cleanup after run {run.run_id}: {blocker}")
     return dg.RunRequest(
         run_key=run.run_id,
         job_name=CLEANUP_JOB,

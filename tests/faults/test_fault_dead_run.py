@@ -1,0 +1,247 @@
+"""A run whose process was SIGKILLed is marked FAILED (by the next `corpus build`, by the daemon's
+sensor), and no cleanup removes a partition that was rebuilt after the dead run."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster_support import WRAPPER, variant
+from fault_support import materializations, runs_of, sensor_requests, tree
+
+from corpus_assets.core.config import load_config
+from corpus_assets.core.store.atomic import MANIFEST
+from corpus_assets.core.store.layout import Layout
+from corpus_assets.dagster_build import register
+from corpus_assets.dagster_dead_runs import PID_TAG
+from corpus_assets.definitions import build_defs
+from corpus_assets.jobs import BUILD_JOB, CLEANUP_JOB
+from corpus_assets.processes import host
+from corpus_assets.resources.paths import CorpusPaths
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+from e2e_support import wait_for
+
+BIN = Path(sys.executable).parent
+CORPUS = [sys.executable, "-m", "corpus_assets.cli"]
+SENSORS = {"corpus_dead_runs", "corpus_cleanup_on_failure", "corpus_cleanup_on_cancel"}
+STARTED = dg.DagsterRunStatus.STARTED
+
+
+def _env(root: Path) -> dict[str, str]:
+    return {**os.environ, "DAGSTER_HOME": str(root / "dagster"), "CORPUS_ROOT": str(root)}
+
+
+def _corpus_build(config: Path, root: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "CORPUS_ROOT")}
+    argv = [*CORPUS, "build", str(config), "--root", str(root)]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+def _stalled_tokenize(tmp_path: Path) -> Path:
+    """Run config whose tokenize stage sleeps silently (killed long before its heartbeat)."""
+    state = tmp_path / f"wrapper-{time.monotonic_ns()}"
+    command = [sys.executable, str(WRAPPER), "--state", str(state), "--mode", "stall=600"]
+    path = state.with_suffix(".json")
+    runner = {"command": [*command, "--stage", "tokenize", "--"], "heartbeat_timeout_s": 900}
+    path.write_text(json.dumps({"resources": {"stage_runner": {"config": runner}}}))
+    return path
+
+
+def _dagster(args: list[str], root: Path, cwd: Path) -> subprocess.Popen[bytes]:
+    """A `dagster` (or `dagster-daemon`) command on the root's instance, its output in a log."""
+    log = open(cwd / f"{'-'.join(args[:2])}-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
+    return subprocess.Popen(
+        [str(BIN / args[0]), *args[1:]],
+        env=_env(root),
+        cwd=cwd,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def _job(verb: str, key: str, run_config: Path) -> list[str]:
+    """`dagster job execute|launch` of corpus_build on partition `key` with `run_config`."""
+    tags = json.dumps({"dagster/partition": key})
+    module = ["-m", "corpus_assets.definitions", "-j", BUILD_JOB]
+    return ["dagster", "job", verb, *module, "--tags", tags, "-c", str(run_config)]
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(proc.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or only its zombie (exited, not reaped by its parent yet)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
+def _kill_tree(pid: int) -> list[int]:
+    """SIGKILL `pid` and every process under it (a machine that dies); wait until all are gone."""
+    pids = [pid, *_descendants(pid)]
+    for each in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(each, signal.SIGKILL)
+    wait_for(lambda: all(_gone(p) for p in pids), 30, f"processes {pids} to die", every=0.1)
+    return pids
+
+
+def _step_started(instance: dg.DagsterInstance, step: str) -> dg.DagsterRun | None:
+    """The STARTED run that has started `step`, if any."""
+    for run in instance.get_runs(filters=dg.RunsFilter(statuses=[STARTED])):
+        starts = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.STEP_START)
+        if any(r.event_log_entry.step_key == step for r in starts.records):
+            return run
+    return None
+
+
+def _process_pid(instance: dg.DagsterInstance, run_id: str) -> int:
+    """The pid on the run's RUN_START event (written by the run's own process)."""
+    [record] = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.RUN_START).records
+    event = record.event_log_entry.dagster_event
+    assert event is not None and event.pid is not None
+    return event.pid
+
+
+def _failure_message(instance: dg.DagsterInstance, run_id: str) -> str:
+    records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
+    [record] = records.records
+    return record.event_log_entry.message
+
+
+def _status(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRunStatus:
+    run = instance.get_run_by_id(run_id)
+    assert run is not None
+    return run.status
+
+
+def _verified(root: Path, cfg_file: Path) -> dict[str, str]:
+    """Digests of the build's shards and tokens, after `corpus verify` passed on both."""
+    cfg = load_config(cfg_file)
+    layout = Layout(root.resolve())
+    for folder in (layout.shards(cfg), layout.tokens(cfg)):
+        done = subprocess.run(
+            [*CORPUS, "verify", str(folder / MANIFEST)], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stderr
+    return tree(root, "corpus", "tokens")
+
+
+def _tokenize_killed(
+    instance: dg.DagsterInstance, proc: subprocess.Popen[bytes]
+) -> tuple[dg.DagsterRun, int]:
+    """Once the run is in its tokenize step, SIGKILL its process (and all under it)."""
+    run = wait_for(lambda: _step_started(instance, "tokens"), 240, "the tokens step", every=0.2)
+    pid = _process_pid(instance, run.run_id)
+    assert pid in (proc.pid, *_descendants(proc.pid)), (pid, proc.pid)
+    _kill_tree(pid)
+    assert _status(instance, run.run_id) == STARTED, "a killed run stays STARTED by itself"
+    return run, pid
+
+
+@pytest.mark.timeout(300)
+def test_killed_corpus_build_is_marked_failed_by_the_next_build(example: Path, root: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "CORPUS_ROOT")}
+    build = subprocess.Popen(
+        [*CORPUS, "build", str(example), "--root", str(root)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert build.stderr is not None
+    seen = []
+    for line in build.stderr:
+        seen.append(line)
+        if line.startswith("shard:"):  # the shard stage is running
+            _kill_tree(build.pid)
+            break
+    assert build.wait(timeout=30) == -signal.SIGKILL, "".join(seen)
+    assert _gone(build.pid)
+
+    with dg.DagsterInstance.from_config(str(root / "dagster")) as instance:
+        [dead] = runs_of(instance, BUILD_JOB)
+        assert dead.status == STARTED
+        assert dead.tags[PID_TAG] == str(build.pid) == str(_process_pid(instance, dead.run_id))
+
+        other = _corpus_build(variant(example, "other", dataset="other-stories"), root)
+        assert other.returncode == 0, other.stderr
+        reason = (
+            f"run worker process {build.pid} on {host()} is gone (killed?); "
+            "marked failed by corpus build"
+        )
+        assert f"[corpus] run {dead.run_id} marked FAILED: {reason}" in other.stderr
+        assert _status(instance, dead.run_id) == dg.DagsterRunStatus.FAILURE
+        assert _failure_message(instance, dead.run_id) == reason
+        marked = instance.get_run_by_id(dead.run_id)
+        assert marked is not None
+        assert marked.tags["dagster/failure_reason"] == "UNEXPECTED_TERMINATION"
+        statuses = sorted(r.status.value for r in runs_of(instance, BUILD_JOB))
+        assert statuses == ["FAILURE", "SUCCESS"]
+        assert runs_of(instance, CLEANUP_JOB) == []  # no daemon: nothing cleans up by itself
+
+
+@pytest.mark.timeout(400)
+def test_killed_job_execute_rebuilt_then_no_cleanup_removes_it(
+    example: Path, root: Path, instance: dg.DagsterInstance, tmp_path: Path
+) -> None:
+    cfg = register(example, root, instance)
+    stalled = _stalled_tokenize(tmp_path)
+    execute = _dagster(_job("execute", cfg.partition_key, stalled), root, tmp_path)
+    dead, pid = _tokenize_killed(instance, execute)
+    assert pid == execute.pid and execute.wait(timeout=30) == -signal.SIGKILL
+    assert (Layout(root.resolve()).shards(cfg) / MANIFEST).is_file()
+
+    rebuild = _corpus_build(example, root)
+    assert rebuild.returncode == 0, rebuild.stderr
+    assert f"run {dead.run_id} marked FAILED: run worker process {pid} on" in rebuild.stderr
+    assert _status(instance, dead.run_id) == dg.DagsterRunStatus.FAILURE
+    assert "marked failed by corpus build" in _failure_message(instance, dead.run_id)
+    rebuilt = [r for r in runs_of(instance, BUILD_JOB) if r.run_id != dead.run_id]
+    assert [r.status for r in rebuilt] == [dg.DagsterRunStatus.SUCCESS]
+    before = _verified(root, example)
+
+    # The cleanup sensor now sees a failed run whose shard stage had started: it must not ask.
+    [answer] = sensor_requests(instance, dead.run_id)
+    assert isinstance(answer, dg.SkipReason)
+    assert f"run {rebuilt[0].run_id} rebuilt partition" in str(answer.skip_message)
+
+    # A cleanup already requested before the rebuild (a daemon's) re-checks when it runs.
+    job = build_defs(paths=CorpusPaths(root=str(root))).resolve_job_def(CLEANUP_JOB)
+    op_config = {"partition_key": cfg.partition_key, "failed_run_id": dead.run_id}
+    result = job.execute_in_process(
+        run_config={"ops": {"cleanup_partition": {"config": op_config}}}, instance=instance
+    )
+    assert result.success
+    logged = [e.message for e in result.all_events] + [
+        r.event_log_entry.message for r in instance.get_records_for_run(result.run_id).records
+    ]
+    assert any("skipped: run" in m and "rebuilt partition" in m for m in logged), logged
+    assert _verified(root, example) == before
+    assert materializations(instance, "tokens", cfg.partition_key)
