@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -26,12 +27,14 @@ from corpus_assets.definitions import build_defs
 from corpus_assets.jobs import BUILD_JOB, CLEANUP_JOB
 from corpus_assets.processes import host
 from corpus_assets.resources.paths import CorpusPaths
+from corpus_assets.sensors.cleanup import CLEANUP_OF_TAG
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-from e2e_support import wait_for
+from e2e_support import sensors_ticked, wait_for
 
 BIN = Path(sys.executable).parent
 CORPUS = [sys.executable, "-m", "corpus_assets.cli"]
+DAEMON = ["dagster-daemon", "run", "-m", "corpus_assets.definitions"]
 SENSORS = {"corpus_dead_runs", "corpus_cleanup_on_failure", "corpus_cleanup_on_cancel"}
 STARTED = dg.DagsterRunStatus.STARTED
 
@@ -58,7 +61,8 @@ def _stalled_tokenize(tmp_path: Path) -> Path:
 
 def _dagster(args: list[str], root: Path, cwd: Path) -> subprocess.Popen[bytes]:
     """A `dagster` (or `dagster-daemon`) command on the root's instance, its output in a log."""
-    log = open(cwd / f"{'-'.join(args[:2])}-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
+    name = f"{Path(args[0]).name}-{args[1]}-{time.monotonic_ns()}.log"
+    log = open(cwd / name, "wb")  # noqa: SIM115
     return subprocess.Popen(
         [str(BIN / args[0]), *args[1:]],
         env=_env(root),
@@ -73,7 +77,7 @@ def _job(verb: str, key: str, run_config: Path) -> list[str]:
     """`dagster job execute|launch` of corpus_build on partition `key` with `run_config`."""
     tags = json.dumps({"dagster/partition": key})
     module = ["-m", "corpus_assets.definitions", "-j", BUILD_JOB]
-    return ["dagster", "job", verb, *module, "--tags", tags, "-c", str(run_config)]
+    return [str(BIN / "dagster"), "job", verb, *module, "--tags", tags, "-c", str(run_config)]
 
 
 def _descendants(pid: int) -> list[int]:
@@ -154,13 +158,13 @@ def _verified(root: Path, cfg_file: Path) -> dict[str, str]:
 
 
 def _tokenize_killed(
-    instance: dg.DagsterInstance, proc: subprocess.Popen[bytes]
+    instance: dg.DagsterInstance, is_run_process: Callable[[int], bool], top: int | None = None
 ) -> tuple[dg.DagsterRun, int]:
-    """Once the run is in its tokenize step, SIGKILL its process (and all under it)."""
+    """Once a run is in its tokenize step, SIGKILL its process (or `top`) and all under it."""
     run = wait_for(lambda: _step_started(instance, "tokens"), 240, "the tokens step", every=0.2)
     pid = _process_pid(instance, run.run_id)
-    assert pid in (proc.pid, *_descendants(proc.pid)), (pid, proc.pid)
-    _kill_tree(pid)
+    assert is_run_process(pid), (pid, Path(f"/proc/{pid}/cmdline").read_bytes())
+    assert pid in _kill_tree(top or pid)
     assert _status(instance, run.run_id) == STARTED, "a killed run stays STARTED by itself"
     return run, pid
 
@@ -214,7 +218,7 @@ def test_killed_job_execute_rebuilt_then_no_cleanup_removes_it(
     cfg = register(example, root, instance)
     stalled = _stalled_tokenize(tmp_path)
     execute = _dagster(_job("execute", cfg.partition_key, stalled), root, tmp_path)
-    dead, pid = _tokenize_killed(instance, execute)
+    dead, pid = _tokenize_killed(instance, lambda pid: pid == execute.pid)
     assert pid == execute.pid and execute.wait(timeout=30) == -signal.SIGKILL
     assert (Layout(root.resolve()).shards(cfg) / MANIFEST).is_file()
 
@@ -239,9 +243,142 @@ def test_killed_job_execute_rebuilt_then_no_cleanup_removes_it(
         run_config={"ops": {"cleanup_partition": {"config": op_config}}}, instance=instance
     )
     assert result.success
-    logged = [e.message for e in result.all_events] + [
+    logged = [
         r.event_log_entry.message for r in instance.get_records_for_run(result.run_id).records
     ]
-    assert any("skipped: run" in m and "rebuilt partition" in m for m in logged), logged
+    skipped = f"cleanup of {cfg.partition_key} skipped: run {rebuilt[0].run_id} rebuilt partition"
+    assert any(m.startswith(skipped) for m in logged), logged
     assert _verified(root, example) == before
     assert materializations(instance, "tokens", cfg.partition_key)
+
+
+@contextlib.contextmanager
+def _daemon(root: Path, cwd: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """`dagster-daemon run` on the root's instance, stopped at the end."""
+    daemon = _dagster(DAEMON, root, cwd)
+    try:
+        yield daemon
+    finally:
+        for sig, grace in ((signal.SIGINT, 30.0), (signal.SIGKILL, 10.0)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(daemon.pid, sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                daemon.wait(timeout=grace)
+                break
+
+
+def _ticks_after(instance: dg.DagsterInstance, sensor: str, after: float) -> list[str]:
+    """Skip messages (else statuses) of `sensor`'s finished ticks that started after `after`."""
+    from dagster._core.scheduler.instigation import InstigatorType, TickStatus
+
+    out = []
+    for state in instance.all_instigator_state(instigator_type=InstigatorType.SENSOR):
+        if state.name == sensor:
+            for tick in instance.get_ticks(state.instigator_origin_id, state.selector_id):
+                if tick.timestamp > after and tick.status != TickStatus.STARTED:
+                    out.append(tick.skip_reason or tick.status.value)
+    return out
+
+
+def _cleanups_of(instance: dg.DagsterInstance, run_id: str) -> list[dg.DagsterRun]:
+    return list(instance.get_runs(filters=dg.RunsFilter(tags={CLEANUP_OF_TAG: run_id})))
+
+
+def _launched_worker(instance: dg.DagsterInstance, daemon: int) -> Callable[[int], bool]:
+    """Is `pid` a run worker that the DefaultRunLauncher started under the daemon's code server?"""
+
+    def check(pid: int) -> bool:
+        started = f"Started process for run (pid: {pid})."
+        runs = instance.get_runs(filters=dg.RunsFilter(statuses=[STARTED]))
+        logged = any(
+            r.event_log_entry.message == started
+            for run in runs
+            for r in instance.get_records_for_run(
+                run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT
+            ).records
+        )
+        return logged and pid in _descendants(daemon)
+
+    return check
+
+
+def _marked_by_sensor(instance: dg.DagsterInstance, run_id: str, pid: int) -> str:
+    """Wait until the daemon's sensor marked the run FAILED; its failure message."""
+    wait_for(lambda: _status(instance, run_id) == dg.DagsterRunStatus.FAILURE, 120, "the dead mark")
+    message = _failure_message(instance, run_id)
+    assert message == (
+        f"run worker process {pid} on {host()} is gone (killed?); "
+        "marked failed by sensor corpus_dead_runs"
+    )
+    return message
+
+
+@pytest.mark.timeout(900)
+def test_daemon_marks_dead_runs_and_spares_a_rebuilt_partition(
+    example: Path, root: Path, instance: dg.DagsterInstance, tmp_path: Path
+) -> None:
+    other = variant(example, "other", dataset="other-stories")
+    layout = Layout(root.resolve())
+    cfg, cfg_other = register(example, root, instance), register(other, root, instance)
+    # 1. The daemon dies with its code server and the run worker that its DefaultRunLauncher
+    # started (the code server would have marked a lone dead worker; now nobody is left to).
+    with _daemon(root, tmp_path) as first:
+        wait_for(lambda: sensors_ticked(instance, SENSORS), 240, "the first sensor ticks")
+        launch = _job("launch", cfg.partition_key, _stalled_tokenize(tmp_path))
+        done = subprocess.run(launch, env=_env(root), cwd=tmp_path, timeout=300, check=False)
+        assert done.returncode == 0
+        dead, pid = _tokenize_killed(instance, _launched_worker(instance, first.pid), first.pid)
+        assert first.wait(timeout=30) == -signal.SIGKILL
+    assert (layout.shards(cfg) / MANIFEST).is_file()
+    raw = tree(root, "raw")
+    time.sleep(3)  # nothing else marks it
+    assert _status(instance, dead.run_id) == STARTED
+    with _daemon(root, tmp_path):
+        # The next daemon's sensor marks it failed; the run is then cleaned up once like any
+        # failed run (nothing rebuilt its partition).
+        _marked_by_sensor(instance, dead.run_id, pid)
+        cleanups = wait_for(
+            lambda: [r for r in _cleanups_of(instance, dead.run_id) if r.status.value == "SUCCESS"],
+            240,
+            "the cleanup of the dead run",
+        )
+        assert len(cleanups) == 1 and len(_cleanups_of(instance, dead.run_id)) == 1
+        assert not layout.shards(cfg).exists() and not layout.tokens(cfg).exists()
+        assert tree(root, "raw") == raw and raw  # never raw
+
+        # 2. `dagster job execute` stuck in tokenize while `corpus build` rebuilds the same
+        # partition; then the first is killed: marked failed, and no cleanup touches the rebuild.
+        execute = _dagster(
+            _job("execute", cfg_other.partition_key, _stalled_tokenize(tmp_path)), root, tmp_path
+        )
+        stuck = wait_for(lambda: _step_started(instance, "tokens"), 240, "the tokens step", 0.2)
+        rebuild = _corpus_build(other, root)
+        assert rebuild.returncode == 0, rebuild.stderr
+        assert "marked FAILED" not in rebuild.stderr  # the stuck run's process is alive
+        assert _status(instance, stuck.run_id) == STARTED
+        rebuilt = _verified(root, other)
+        [rebuild_id] = [
+            r.run_id for r in runs_of(instance, BUILD_JOB) if r.status.value == "SUCCESS"
+        ]
+        assert _process_pid(instance, stuck.run_id) == execute.pid
+        _kill_tree(execute.pid)
+        assert execute.wait(timeout=30) == -signal.SIGKILL
+        _marked_by_sensor(instance, stuck.run_id, execute.pid)
+        failed = instance.get_records_for_run(
+            stuck.run_id, of_type=dg.DagsterEventType.RUN_FAILURE
+        ).records[0]
+        ticks = wait_for(
+            lambda: [
+                t
+                for t in _ticks_after(
+                    instance, "corpus_cleanup_on_failure", failed.event_log_entry.timestamp - 60
+                )
+                if stuck.run_id in t
+            ],
+            120,
+            "the cleanup sensor's answer on the dead run",
+        )
+        assert f"{rebuild_id} rebuilt partition {cfg_other.partition_key}" in ticks[0], ticks
+        assert _cleanups_of(instance, stuck.run_id) == [], ticks
+        assert _verified(root, other) == rebuilt
+        assert materializations(instance, "tokens", cfg_other.partition_key)
