@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -22,7 +23,13 @@ from corpus_assets.core.config import load_config
 from corpus_assets.core.store.atomic import MANIFEST
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.dagster_build import register
-from corpus_assets.dagster_dead_runs import PID_TAG
+from corpus_assets.dagster_dead_runs import (
+    HOST_TAG,
+    PID_TAG,
+    cleanup_blocker,
+    judge,
+    mark_dead_runs,
+)
 from corpus_assets.definitions import build_defs
 from corpus_assets.jobs import BUILD_JOB, CLEANUP_JOB
 from corpus_assets.processes import host
@@ -382,3 +389,107 @@ def test_daemon_marks_dead_runs_and_spares_a_rebuilt_partition(
         assert _cleanups_of(instance, stuck.run_id) == [], ticks
         assert _verified(root, other) == rebuilt
         assert materializations(instance, "tokens", cfg_other.partition_key)
+
+
+@dg.op
+def _noop() -> None:
+    """Does nothing: runs of `probe` only exist to be judged."""
+
+
+@dg.job
+def probe() -> None:
+    _noop()
+
+
+def _probe_run(
+    instance: dg.DagsterInstance, pid: int | None, at: float | None = None, **tags: str
+) -> dg.DagsterRun:
+    """A run of `probe` whose process `pid` logged its RUN_START at `at` (pid None: STARTING)."""
+    run = instance.create_run_for_job(probe, tags=tags)
+    kind = dg.DagsterEventType.RUN_START if pid else dg.DagsterEventType.RUN_STARTING
+    event = dg.DagsterEvent(event_type_value=kind.value, job_name=run.job_name, pid=pid)
+    instance.handle_new_event(
+        dg.EventLogEntry(
+            error_info=None,
+            level=logging.DEBUG,
+            user_message="",
+            run_id=run.run_id,
+            timestamp=time.time() if at is None else at,
+            job_name=run.job_name,
+            dagster_event=event,
+        )
+    )
+    found = instance.get_run_by_id(run.run_id)
+    assert found is not None and found.status.value in ("STARTED", "STARTING")
+    return found
+
+
+def _reaped_pid() -> int:
+    """The pid of a real process that was SIGKILLed and reaped."""
+    victim = subprocess.Popen(["sleep", "300"])
+    victim.kill()
+    victim.wait(timeout=10)
+    assert _gone(victim.pid)
+    return victim.pid
+
+
+def test_judging_run_processes(instance: dg.DagsterInstance) -> None:
+    sleeper = subprocess.Popen(["sleep", "300"])
+    zombie = subprocess.Popen(["sleep", "300"])
+    try:
+        zombie.kill()  # not reaped: only its zombie is left
+        wait_for(lambda: _gone(zombie.pid), 10, "the zombie", every=0.05)
+        assert Path(f"/proc/{zombie.pid}").exists()
+        dead_pid = _reaped_pid()
+        alive = _probe_run(instance, sleeper.pid)
+        reused = _probe_run(instance, sleeper.pid, at=time.time() - 3600)  # pid of a newer process
+        zombied = _probe_run(instance, zombie.pid)
+        killed = _probe_run(instance, dead_pid)
+        unknown = _probe_run(instance, None)
+        elsewhere = _probe_run(instance, dead_pid, **{PID_TAG: str(dead_pid), HOST_TAG: "far"})
+        retried = _probe_run(instance, sleeper.pid, **{PID_TAG: str(dead_pid), HOST_TAG: host()})
+
+        verdicts = {v.run_id: v for v in mark_dead_runs(instance, by="the test")}
+        dead = {r.run_id for r in (reused, zombied, killed)}
+        assert {k for k, v in verdicts.items() if v.dead} == dead
+        gone = f"run worker process {dead_pid} on {host()} is gone (killed?)"
+        assert verdicts[killed.run_id].reason == f"{gone}; marked failed by the test"
+        assert "no event records its process pid; left alone" in verdicts[unknown.run_id].reason
+        assert f"process {dead_pid} runs on host far" in verdicts[elsewhere.run_id].reason
+        for run in (alive, retried):  # a retry copies its parent's tags: the event's pid counts
+            assert (
+                verdicts[run.run_id].reason == f"run {run.run_id}: process {sleeper.pid} is running"
+            )
+        for run in (alive, reused, zombied, killed, unknown, elsewhere, retried):
+            expected = dg.DagsterRunStatus.FAILURE if run.run_id in dead else run.status
+            assert _status(instance, run.run_id) == expected
+        assert not any(v.dead for v in mark_dead_runs(instance, by="the test"))  # marked once
+        for run_id in dead:
+            assert "marked failed by the test" in _failure_message(instance, run_id)
+        assert not judge(instance, alive).dead
+    finally:
+        for proc in (sleeper, zombie):
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def test_cleanup_blocker_sees_newer_runs_of_the_partition(instance: dg.DagsterInstance) -> None:
+    key = {"dagster/partition": "p-v1-000000000000"}
+    instance.create_run_for_job(probe, tags=key, status=dg.DagsterRunStatus.SUCCESS)  # older
+    failed = instance.create_run_for_job(probe, tags=key)
+    instance.report_run_failed(failed)
+    assert cleanup_blocker(instance, failed.run_id) is None
+    assert cleanup_blocker(instance, None) is None  # a cleanup asked for by hand
+    instance.create_run_for_job(probe, tags={"dagster/partition": "q-v1-000000000000"})
+    assert cleanup_blocker(instance, failed.run_id) is None  # another partition
+    newer = _probe_run(instance, os.getpid(), **key)
+    assert cleanup_blocker(instance, failed.run_id) == (
+        f"a newer run {newer.run_id} of partition {key['dagster/partition']} is STARTED"
+    )
+    instance.report_run_failed(newer)
+    assert cleanup_blocker(instance, failed.run_id) is None  # a newer failure: its own cleanup
+    rebuilt = instance.create_run_for_job(probe, tags=key, status=dg.DagsterRunStatus.SUCCESS)
+    partition = key["dagster/partition"]
+    assert cleanup_blocker(instance, failed.run_id) == (
+        f"run {rebuilt.run_id} rebuilt partition {partition} after run {failed.run_id}"
+    )
