@@ -180,7 +180,7 @@ def _tokenize_killed(
 def test_killed_corpus_build_is_marked_failed_by_the_next_build(example: Path, root: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "CORPUS_ROOT")}
     build = subprocess.Popen(
-        [*CORPUS, "build", str(example), "--root", str(root)],
+        [*CORPUS, "build", str(example), "--root", str(root), "--progress"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
