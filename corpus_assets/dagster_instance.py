@@ -17,7 +17,9 @@ DAGSTER_YAML = """\
 # The embedded Dagster instance of this data root, written by `corpus` (edit freely: an existing
 # file is never overwritten). Loaded by every `dagster` command run with DAGSTER_HOME set here.
 # Storage: SQLite files in this folder (Dagster's default; for PostgreSQL see dagster-postgres).
-# A run whose worker died is noticed and marked failed (then retried, see run_retries).
+# Run monitoring here only times out runs stuck STARTING or CANCELING: the default run launcher
+# cannot health-check a run worker. A run whose process died is marked failed by the next
+# `corpus build` on this root and by the sensor corpus_dead_runs while the daemon runs.
 run_monitoring:
   enabled: true
   poll_interval_seconds: 10
