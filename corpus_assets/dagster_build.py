@@ -23,6 +23,7 @@ from corpus_assets.core.errors import EXIT_DATA, EXIT_TRANSIENT, EXIT_USAGE
 from corpus_assets.core.store import registry
 from corpus_assets.core.store.atomic import MANIFEST
 from corpus_assets.core.store.layout import Layout
+from corpus_assets.dagster_compensate import compensating
 from corpus_assets.dagster_instance import dagster_home, ensure_home, open_instance
 from corpus_assets.definitions import build_defs
 from corpus_assets.jobs import BUILD_JOB
@@ -70,8 +71,14 @@ def build(
     stage_runner: StageRunner | None = None,
     emit: Emit | None = None,
     verbose: bool = False,
+    compensate: bool = True,
 ) -> BuildResult:
-    """Register `config_file` and materialize raw, shards and tokens (with checks) in-process."""
+    """Register `config_file` and materialize raw, shards and tokens (with checks) in-process.
+
+    A run that fails for good or is interrupted after its shard stage started is cleaned up
+    here, as the sensors would (`compensate=False` leaves that to them); an interrupt then
+    raises `BuildInterrupted`.
+    """
     say = emit or _stderr
     root = root.resolve()
     cfg = register(config_file, root, instance)
@@ -79,12 +86,15 @@ def build(
     defs = build_defs(paths=CorpusPaths(root=str(root)), stage_runner=stage_runner)
     job = defs.resolve_job_def(BUILD_JOB)
     start = time.monotonic()
-    result = job.execute_in_process(
-        instance=instance,
-        partition_key=cfg.partition_key,
-        raise_on_error=False,
-        run_config=None if verbose else QUIET_LOGS,
-    )
+    logs = None if verbose else QUIET_LOGS
+    with compensating(instance, defs, say, logs, enabled=compensate) as claim:
+        result = job.execute_in_process(
+            instance=instance,
+            partition_key=cfg.partition_key,
+            raise_on_error=False,
+            run_config=logs,
+            tags=claim.tags,
+        )
     summary = _summary(cfg, root, result)
     verdict = "succeeded" if result.success else "FAILED"
     say(f"[corpus] run {result.run_id} {verdict} in {time.monotonic() - start:.1f} s")
