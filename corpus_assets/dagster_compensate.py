@@ -66,12 +66,11 @@ class Claim:
     """This process's claim on the run it is about to start."""
 
     path: Path
-    enabled: bool
 
     @property
     def tags(self) -> dict[str, str]:
-        """Tags for the build run: where the claim is (none when the sensors are to clean up)."""
-        return {COMPENSATED_BY_TAG: str(self.path)} if self.enabled else {}
+        """Tags for the build run: where the claim is."""
+        return {COMPENSATED_BY_TAG: str(self.path)}
 
 
 @contextlib.contextmanager
@@ -84,8 +83,8 @@ def compensating(
 ) -> Iterator[Claim]:
     """Run the body (one run tagged with `Claim.tags`), then clean up after it if the rule says."""
     interrupted = False
-    with _claimed(instance) as path, _Signals() as signals:
-        claim = Claim(path, enabled)
+    with _claimed(instance, hold=enabled) as path, _Signals() as signals:
+        claim = Claim(path)
         try:
             yield claim
         except KeyboardInterrupt:
@@ -93,7 +92,7 @@ def compensating(
         finally:
             signals.hold()
             run = _finished_run(instance, claim)
-            if run is not None:
+            if enabled and run is not None:
                 _compensate(instance, run, defs.resolve_job_def(CLEANUP_JOB), say, run_config)
         signum = signals.received() or (signal.SIGINT if interrupted else None)
     cancelled = run is not None and run.status == dg.DagsterRunStatus.CANCELED
@@ -104,7 +103,7 @@ def compensating(
 def _finished_run(instance: dg.DagsterInstance, claim: Claim) -> dg.DagsterRun | None:
     """The claimed run, marked CANCELED or FAILED if an interrupt left it unfinished."""
     runs = instance.get_runs(filters=dg.RunsFilter(tags=claim.tags), limit=1)
-    if not claim.enabled or not runs:
+    if not runs:
         return None
     run = runs[0]
     if not run.is_finished:
@@ -168,14 +167,15 @@ def _in_thread(work: Callable[[], dg.ExecuteInProcessResult]) -> dg.ExecuteInPro
 
 
 @contextlib.contextmanager
-def _claimed(instance: dg.DagsterInstance) -> Iterator[Path]:
-    """Hold an exclusive lock on a new file under the instance while the body runs."""
+def _claimed(instance: dg.DagsterInstance, hold: bool) -> Iterator[Path]:
+    """A new file under the instance, exclusively locked (if `hold`) while the body runs."""
     folder = Path(instance.root_directory) / "claims"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"build-{os.getpid()}-{uuid.uuid4().hex[:12]}.lock"
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        if hold:
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield path
     finally:
         path.unlink(missing_ok=True)

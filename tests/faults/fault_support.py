@@ -103,24 +103,6 @@ def launch_cleanups(
         assert result.success
 
 
-def cancel_when_started(
-    instance: dg.DagsterInstance, step: str, after_s: float
-) -> threading.Thread:
-    """Cancel like the run launcher does (mark CANCELING, interrupt the worker) once `step` ran
-    for `after_s` seconds."""
-
-    def started(run: dg.DagsterRun) -> bool:
-        records = instance.get_records_for_run(
-            run.run_id, of_type=dg.DagsterEventType.STEP_START
-        ).records
-        if any(r.event_log_entry.step_key == step for r in records):
-            time.sleep(after_s)
-            return True
-        return False
-
-    return cancel_when(instance, started)
-
-
 def cancel_when(
     instance: dg.DagsterInstance, ready: Callable[[dg.DagsterRun], bool]
 ) -> threading.Thread:
