@@ -148,7 +148,8 @@ def _compensate(
         ran = f" (cleanup run {result.run_id})" if result is not None else ""
         say(
             f"[corpus] cleanup of {partition} after {what} run {run.run_id} FAILED{ran}; "
-            f"run `corpus cleanup --config <config>` to remove its shards, tokens and staging"
+            f"remove its shards, tokens and staging with "
+            f"`corpus cleanup --config <root>/configs/{partition[-12:]}.json`"
         )
 
 

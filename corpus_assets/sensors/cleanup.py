@@ -80,7 +80,7 @@ def compensated_by_its_build(run: dg.DagsterRun) -> bool:
     if not path:
         return False
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:  # gone: that build released it, or runs on another machine
         return False
     try:

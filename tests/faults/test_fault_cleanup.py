@@ -221,8 +221,8 @@ def test_tokenize_fails_after_publish_build_cleans_up_beside_daemon(
         assert _published(instance, run_id), "tokenize failed before shards were published"
         [cleanup] = runs_of(instance, CLEANUP_JOB, CLEANUP_OF_TAG, run_id)
         _daemon_looked(daemon, instance, run, cleanup)
-        _daemon_skipped(daemon, run_id)
         _assert_cleaned(instance, daemon.root, cfg, run_id, seen, FAILURE_SENSOR)
+        _daemon_skipped(daemon, run_id)
 
 
 @pytest.mark.timeout(400)
@@ -249,8 +249,8 @@ def test_sigterm_during_shard_stops_and_cleans_up_beside_daemon(
         assert run.run_id == run_id and run.status == dg.DagsterRunStatus.FAILURE
         [cleanup] = runs_of(instance, CLEANUP_JOB, CLEANUP_OF_TAG, run_id)
         _daemon_looked(daemon, instance, run, cleanup)
-        _daemon_skipped(daemon, run_id)
         _assert_cleaned(instance, daemon.root, cfg, run_id, kept, FAILURE_SENSOR)
+        _daemon_skipped(daemon, run_id)
 
 
 @pytest.mark.timeout(400)
