@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -226,19 +227,20 @@ def test_tokenize_fails_after_publish_build_cleans_up_beside_daemon(
 
 
 @pytest.mark.timeout(400)
-def test_sigterm_during_shard_stops_and_cleans_up_beside_daemon(
-    daemon: Daemon, tmp_path: Path
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_interrupt_during_shard_stops_and_cleans_up_beside_daemon(
+    sig: signal.Signals, code: int, daemon: Daemon, tmp_path: Path
 ) -> None:
-    """SIGTERM of `corpus build` while shard writes staging: stage stopped, run FAILED, one
-    cleanup (by `corpus build`; the daemon adds none), exit 143."""
-    config = corpus_config(tmp_path / "configs", "termme", DOCS)
+    """SIGTERM or Ctrl-C (SIGINT) of `corpus build` while shard writes staging: the stage is
+    stopped, the run FAILED, one cleanup (by `corpus build`; the daemon adds none), 143 / 130."""
+    config = corpus_config(tmp_path / "configs", f"stop-{sig.name.lower()}", DOCS)
     cfg = load_config(config)
     build = daemon.corpus("build", str(config), "--workers", "1")
     wait_until(lambda: staged(daemon.root, cfg.hash12, "shard"), 240, "the shard stage's tasks")
     kept = _before_cleanup(daemon.root, cfg)
-    build.terminate()
-    code, err = _wait(build)
-    assert code == 143, err
+    build.send_signal(sig)
+    exit_code, err = _wait(build)
+    assert exit_code == code, err
     assert stage_pids(daemon.root, "shard") == [], "the shard stage outlived `corpus build`"
     [(partition, what, run_id)] = CLEANED.findall(err)
     assert (partition, what) == (cfg.partition_key, "failed"), err
