@@ -1,5 +1,7 @@
-"""Cleanups that really delete: a cancel during the real shard stage, a tokenize stage that fails
-after shards were published, a SIGTERM of `corpus build`; with and without a real daemon.
+"""Cleanups that really delete: a cancel during the real shard or tokenize stage, a tokenize
+stage that fails after shards were published, SIGTERM or Ctrl-C of `corpus build`. `corpus build`
+cleans up without a daemon, and beside a real `dagster-daemon run` (which then adds none); a
+failed `dagster job execute` run is cleaned up by the daemon's sensor.
 
 Each asserts that the partition's shards, tokens and staging existed and are gone, that raw and
 raw/LEDGER.jsonl are kept, and that the instance holds exactly one cleanup run for the failed run.
