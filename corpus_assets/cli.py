@@ -225,9 +225,9 @@ def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) ->
     except CorpusError as exc:
         print(f"corpus {args.command}: error: {exc}", file=sys.stderr, flush=True)
         return exc.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print(f"corpus {args.command}: interrupted", file=sys.stderr, flush=True)
-        return 130
+        return int(getattr(exc, "exit_code", 130))  # 143 for a `corpus build` SIGTERM
     except OSError as exc:
         if exc.filename is None:
             raise

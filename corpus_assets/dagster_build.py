@@ -23,6 +23,7 @@ from corpus_assets.core.errors import EXIT_DATA, EXIT_TRANSIENT, EXIT_USAGE
 from corpus_assets.core.store import registry
 from corpus_assets.core.store.atomic import MANIFEST
 from corpus_assets.core.store.layout import Layout
+from corpus_assets.dagster_compensate import compensating
 from corpus_assets.dagster_dead_runs import mark_dead_runs, process_tags
 from corpus_assets.dagster_instance import dagster_home, ensure_home, open_instance
 from corpus_assets.dagster_output import BuildOutput
@@ -72,11 +73,15 @@ def build(
     emit: Emit | None = None,
     verbose: bool = False,
     progress: bool | None = None,
+    compensate: bool = True,
 ) -> BuildResult:
     """Register `config_file` and materialize raw, shards and tokens (with checks) in-process.
 
     Stage progress goes to stderr when `progress` (default: when stderr is a terminal); Dagster's
-    own log only when `verbose`; the whole run log always to `<root>/logs/<run_id>.log`.
+    own log only when `verbose`; the whole run log always to `<root>/logs/<run_id>.log`. A run
+    that fails for good or is interrupted after its shard stage started is cleaned up here, as
+    the sensors would (`compensate=False` leaves that to them); an interrupt then raises
+    `BuildInterrupted`.
     """
     output = BuildOutput(emit or _stderr, verbose=verbose, live=progress)
     mark_dead_runs(instance, by="corpus build", say=lambda line: output.say(f"[corpus] {line}"))
@@ -86,16 +91,29 @@ def build(
     defs = build_defs(paths=CorpusPaths(root=str(root)), stage_runner=stage_runner)
     job = defs.resolve_job_def(BUILD_JOB)
     start = time.monotonic()
-    with output.capture():
-        result = job.execute_in_process(
-            instance=instance,
-            partition_key=cfg.partition_key,
-            raise_on_error=False,
-            run_config=output.run_config,
-            tags=process_tags(),
-        )
+    cleanup_lines: list[str] = []  # said after the capture, which would swallow them
+    result: dg.ExecuteInProcessResult | None = None
+    try:
+        with (
+            output.capture(),
+            compensating(
+                instance, defs, cleanup_lines.append, output.run_config, enabled=compensate
+            ) as claim,
+        ):
+            result = job.execute_in_process(
+                instance=instance,
+                partition_key=cfg.partition_key,
+                raise_on_error=False,
+                run_config=output.run_config,
+                tags={**process_tags(), **claim.tags},
+            )
+    finally:
+        if result is not None:
+            output.finish(instance, result, root, time.monotonic() - start)
+        for line in cleanup_lines:
+            output.say(line)
+    assert result is not None  # the run returned (an interrupt raised above)
     summary = _summary(cfg, root, result)
-    output.finish(instance, result, root, time.monotonic() - start)
     return BuildResult(summary=summary, exit_code=_exit_code(result), run_id=result.run_id)
 
 

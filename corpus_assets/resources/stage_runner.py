@@ -16,6 +16,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
+from corpus_assets.assets.policies import FETCH_RETRY, RETRY_POLICIES, STAGE_RETRY, retry_delay
 from corpus_assets.core.errors import EXIT_DATA, EXIT_TRANSIENT, EXIT_USAGE
 from corpus_assets.resources.supervise import Outcome, supervise
 
@@ -36,6 +37,16 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
         default=20.0, ge=0, description="after SIGINT, wait this long before SIGKILL"
     )
     workers: int | None = Field(default=None, ge=1, description="--workers (default: all cores)")
+    fetch_retry_delay_s: float = Field(
+        default=float(FETCH_RETRY.delay or 0),
+        ge=0,
+        description="base delay before fetch is retried (doubles per try, with jitter)",
+    )
+    stage_retry_delay_s: float = Field(
+        default=float(STAGE_RETRY.delay or 0),
+        ge=0,
+        description="base delay before shard or tokenize is retried (doubles per try)",
+    )
 
     def run_stage(
         self, context: dg.AssetExecutionContext, stage: str, config_file: Path, root: Path
@@ -44,7 +55,10 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
         argv = ["run", "--stage", stage, "--config", str(config_file), "--root", str(root)]
         if self.workers is not None:
             argv += ["--workers", str(self.workers)]
-        results = self._run(context, argv)
+        try:
+            results = self._run(context, argv)
+        except dg.Failure as error:
+            raise self._retry_or_give_up(context, stage, error) from error
         found = [r for r in results if isinstance(r, dg.MaterializeResult)]
         if len(found) != 1:
             raise dg.Failure(
@@ -53,6 +67,17 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
                 allow_retries=False,
             )
         return found[0]
+
+    def _retry_or_give_up(
+        self, context: dg.AssetExecutionContext, stage: str, error: dg.Failure
+    ) -> Exception:
+        """A retryable failure as a retry request (the policy's tries, this runner's delay)."""
+        policy = RETRY_POLICIES[stage]
+        if not error.allow_retries or policy.max_retries < 1:
+            return error
+        base = self.fetch_retry_delay_s if stage == "fetch" else self.stage_retry_delay_s
+        wait = retry_delay(policy, base, context.retry_number + 1)
+        return dg.RetryRequested(max_retries=policy.max_retries, seconds_to_wait=wait)
 
     def run_cleanup(self, context: dg.OpExecutionContext, config_file: Path, root: Path) -> None:
         """`corpus cleanup`: delete a build's shards, tokens and staging (never raw)."""

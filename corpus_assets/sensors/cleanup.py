@@ -2,9 +2,17 @@
 
 One cleanup run per failed run (run key = the failed run's id), only when the shard stage had
 started (a failed fetch leaves nothing to delete), never while run retries will re-execute the
-run, never for cleanup runs themselves. They watch every code location: runs started from the
-`dagster` CLI or `corpus build` have no code-location origin and would otherwise be ignored.
+run, never for cleanup runs themselves, never twice (a run that already has a cleanup run, from
+a sensor or from `corpus build`, is skipped). They watch every code location: runs started from
+the `dagster` CLI or `corpus build` have no code-location origin and would otherwise be ignored.
+
+`corpus build` cleans up after its own runs (dagster_compensate.py) with the same rule and run
+key. While it is alive it holds a lock on the file its run's `corpus/compensated_by` tag names;
+the sensors leave such a run to it, so a daemon running beside it never adds a second cleanup.
 """
+
+import fcntl
+import os
 
 import dagster as dg
 
@@ -17,6 +25,11 @@ PARTITION_TAG = "dagster/partition"
 WILL_RETRY_TAG = "dagster/will_retry"
 CLEANUP_OF_TAG = "corpus/cleanup_of"
 CLEANUP_PARTITION_TAG = "corpus/partition"
+COMPENSATED_BY_TAG = "corpus/compensated_by"
+RUN_KEY_TAG = "dagster/run_key"
+SENSOR_NAME_TAG = "dagster/sensor_name"
+FAILURE_SENSOR = "corpus_cleanup_on_failure"
+CANCEL_SENSOR = "corpus_cleanup_on_cancel"
 # Step keys whose start means partial outputs may exist (the shard stage or later).
 OUTPUT_STEPS = frozenset(k.to_python_identifier() for k in (shards.key, tokens.key))
 
@@ -32,6 +45,9 @@ def cleanup_request(
     partition = run.tags.get(PARTITION_TAG)
     if not partition:
         return dg.SkipReason(f"run {run.run_id} has no partition")
+    done = cleanup_runs_of(instance, run.run_id)
+    if done:
+        return dg.SkipReason(f"run {run.run_id} already has cleanup run {done[0].run_id}")
     started = {
         r.event_log_entry.step_key
         for r in instance.get_records_for_run(
@@ -56,8 +72,40 @@ def cleanup_request(
     )
 
 
+def cleanup_runs_of(instance: dg.DagsterInstance, run_id: str) -> list[dg.DagsterRun]:
+    """The cleanup runs launched for `run_id` (by a sensor or by `corpus build`)."""
+    return list(instance.get_runs(filters=dg.RunsFilter(tags={CLEANUP_OF_TAG: run_id})))
+
+
+def compensated_by_its_build(run: dg.DagsterRun) -> bool:
+    """True while the `corpus build` that ran `run` lives to clean up after it (holds its lock)."""
+    path = run.tags.get(COMPENSATED_BY_TAG)
+    if not path:
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:  # gone: that build released it, or runs on another machine
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def sensor_request(
+    instance: dg.DagsterInstance, run: dg.DagsterRun, outcome: str
+) -> dg.RunRequest | dg.SkipReason:
+    """What a cleanup sensor answers: nothing while `corpus build` compensates, else the rule."""
+    if compensated_by_its_build(run):
+        return dg.SkipReason(f"run {run.run_id} is cleaned up by the `corpus build` that ran it")
+    return cleanup_request(instance, run, outcome)
+
+
 @dg.run_failure_sensor(
-    name="corpus_cleanup_on_failure",
+    name=FAILURE_SENSOR,
     request_job=corpus_cleanup,
     monitor_all_code_locations=True,
     minimum_interval_seconds=5,
@@ -67,13 +115,13 @@ def corpus_cleanup_on_failure(
     context: dg.RunFailureSensorContext,
 ) -> dg.RunRequest | dg.SkipReason:
     """Cleans up the partition of a build that failed for good after its shard stage started."""
-    request = cleanup_request(context.instance, context.dagster_run, "failed")
+    request = sensor_request(context.instance, context.dagster_run, "failed")
     context.log.info(_describe(request))
     return request
 
 
 @dg.run_status_sensor(
-    name="corpus_cleanup_on_cancel",
+    name=CANCEL_SENSOR,
     run_status=dg.DagsterRunStatus.CANCELED,
     request_job=corpus_cleanup,
     monitor_all_code_locations=True,
@@ -84,7 +132,7 @@ def corpus_cleanup_on_cancel(
     context: dg.RunStatusSensorContext,
 ) -> dg.RunRequest | dg.SkipReason:
     """Cleans up the partition of a build cancelled after its shard stage started."""
-    request = cleanup_request(context.instance, context.dagster_run, "was cancelled")
+    request = sensor_request(context.instance, context.dagster_run, "was cancelled")
     context.log.info(_describe(request))
     return request
 

@@ -1,4 +1,7 @@
-"""Cleanup sensors, evaluated on real failed and cancelled runs of a temporary instance."""
+"""Cleanup sensors, evaluated on real failed and cancelled runs of a temporary instance.
+
+The builds here pass `compensate=False`: `corpus build` would otherwise clean up itself.
+"""
 
 from __future__ import annotations
 
@@ -60,7 +63,7 @@ def test_unlicensed_source_fails_once_and_requests_one_cleanup(
     example: Path, root: Path, instance: dg.DagsterInstance
 ) -> None:
     config = unlicensed(example)
-    result = dagster_build.build(config, root, instance)
+    result = dagster_build.build(config, root, instance, compensate=False)
     assert result.exit_code == 65
     assert "license 'proprietary'" in result.summary["error"]
     assert "source 'tiny'" in result.summary["error"]
@@ -93,7 +96,7 @@ def test_cleanup_removes_outputs_and_materializations_keeps_raw(
     cfg = load_config(example)
     layout = Layout(root.resolve())
     runner = wrapped(tmp_path / "wrapper", "corrupt-shard", "shard")
-    result = dagster_build.build(example, root, instance, stage_runner=runner)
+    result = dagster_build.build(example, root, instance, stage_runner=runner, compensate=False)
     assert result.exit_code == 65 and layout.shards(cfg).exists()
     shards_key = dg.AssetKey("shards")
     assert cfg.partition_key in instance.get_materialized_partitions(shards_key)
@@ -168,7 +171,9 @@ def test_cancelled_run_requests_cleanup(
     watcher = threading.Thread(target=cancel_when_shard_starts, daemon=True)
     watcher.start()
     start = time.monotonic()
-    outcome["build"] = dagster_build.build(example, root, instance, stage_runner=runner)
+    outcome["build"] = dagster_build.build(
+        example, root, instance, stage_runner=runner, compensate=False
+    )
     watcher.join(timeout=5)
     assert time.monotonic() - start < 60, "the stalled stage was not stopped"
     run = instance.get_run_by_id(outcome["build"].run_id)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import random
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -34,8 +37,12 @@ def materializations(instance: dg.DagsterInstance, asset: str, key: str) -> list
     return list(records.records)
 
 
-def runs_of(instance: dg.DagsterInstance, job: str) -> list[dg.DagsterRun]:
-    return list(instance.get_runs(filters=dg.RunsFilter(job_name=job)))
+def runs_of(
+    instance: dg.DagsterInstance, job: str, tag: str | None = None, value: str = ""
+) -> list[dg.DagsterRun]:
+    """Runs of `job`, oldest first; with `tag`, only those whose tag has `value`."""
+    tags = {tag: value} if tag else None
+    return list(reversed(instance.get_runs(filters=dg.RunsFilter(job_name=job, tags=tags))))
 
 
 def step_events(instance: dg.DagsterInstance, run_id: str, step: str) -> list[str]:
@@ -96,11 +103,11 @@ def launch_cleanups(
         assert result.success
 
 
-def cancel_when_started(
-    instance: dg.DagsterInstance, step: str, after_s: float
+def cancel_when(
+    instance: dg.DagsterInstance, ready: Callable[[dg.DagsterRun], bool]
 ) -> threading.Thread:
-    """Cancel like the run launcher does (mark CANCELING, interrupt the worker) once `step` ran
-    for `after_s` seconds."""
+    """Cancel like the run launcher does (mark CANCELING, SIGINT this process, the run worker)
+    the started run for which `ready(run)` is true."""
 
     def watch() -> None:
         deadline = time.monotonic() + 120
@@ -108,16 +115,101 @@ def cancel_when_started(
             for run in instance.get_runs(
                 filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])
             ):
-                started = instance.get_records_for_run(
-                    run.run_id, of_type=dg.DagsterEventType.STEP_START
-                ).records
-                if any(r.event_log_entry.step_key == step for r in started):
-                    time.sleep(after_s)
+                if ready(run):
                     instance.report_run_canceling(run)
                     os.kill(os.getpid(), signal.SIGINT)
                     return
-            time.sleep(0.1)
+            time.sleep(0.02)
 
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
     return thread
+
+
+def stage_pids(root: Path, stage: str) -> list[int]:
+    """Pids of live `corpus run --stage STAGE --root ROOT` processes."""
+    needle = f"run\0--stage\0{stage}\0".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes() if proc.name.isdigit() else b""
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] if cmdline else ""
+        except OSError:
+            continue
+        if needle in cmdline and f"{root}\0".encode() in cmdline + b"\0" and state != "Z":
+            found.append(int(proc.name))
+    return found
+
+
+SYLLABLES = ("ka", "lo", "mi", "ren", "to", "sa", "vel", "ni", "dor", "ae", "bru", "fen", "qui")
+EOS = "<|endoftext|>"
+
+
+def words(seed: int, count: int) -> list[str]:
+    """`count` distinct made-up words of two to four syllables."""
+    rng = random.Random(seed)
+    out: set[str] = set()
+    while len(out) < count:
+        out.add("".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4))))
+    return sorted(out)
+
+
+def write_corpus(path: Path, docs: int, seed: int = 0) -> Path:
+    """`docs` unique documents of about 1 KB of made-up sentences, as jsonl (`id`, `text`)."""
+    rng = random.Random(seed)
+    vocab = words(seed, 3000)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as out:
+        for i in range(docs):
+            sentences = [
+                " ".join(rng.choice(vocab) for _ in range(rng.randint(6, 14))).capitalize() + "."
+                for _ in range(14)
+            ]
+            out.write(json.dumps({"id": f"doc-{seed}-{i}", "text": " ".join(sentences)}) + "\n")
+    return path
+
+
+def write_tokenizer(path: Path, seed: int = 0) -> Path:
+    """A real `tokenizers` word-level tokenizer.json over the corpus's words, EOS included."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {w: i for i, w in enumerate(["[UNK]", EOS, *words(seed, 3000)])}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tok.save(str(path))
+    return path
+
+
+def corpus_config(folder: Path, name: str, docs: int, tokenizer: bool = False) -> Path:
+    """A config over a generated corpus of `docs` documents: one shard task per 1,024 of them."""
+    data = write_corpus(folder / f"{name}.jsonl", docs)
+    spec: dict[str, object] = {
+        "dataset": name,
+        "version": "v1",
+        "tokenizer": {"id": "bytes"},
+        "sources": [{"name": name, "kind": "jsonl", "path": data.name, "license": "cc0-1.0"}],
+        "dedup": {"near": False},
+        "shards": {"target_mb": 1},
+    }
+    if tokenizer:
+        spec["tokenizer"] = {"id": "words", "path": write_tokenizer(folder / "tok.json").name}
+    config = folder / f"{name}.json"
+    config.write_text(json.dumps(spec, indent=2), encoding="utf-8")
+    return config
+
+
+def staged(root: Path, hash12: str, stage: str) -> list[str]:
+    """Finished task outputs of `stage` in its staging folder: the shard stage's `.done` task
+    markers, the tokenize stage's per-shard markers (each written after its files)."""
+    work = root / "work" / hash12 / stage
+    pattern = "tasks/task-*.done" if stage == "shard" else "markers/*.json"
+    return sorted(str(p.relative_to(root)) for p in work.glob(pattern))
+
+
+def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.02)

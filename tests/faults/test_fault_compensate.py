@@ -1,18 +1,21 @@
-"""Failures and cancels compensate: one cleanup, partial outputs gone, raw and old builds kept."""
+"""Failures compensate: one cleanup, partial outputs gone, raw and old builds kept.
+
+Cancels during the real shard and tokenize stages: test_fault_cleanup.py.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import time
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 import pytest
 from dagster_support import unlicensed, wrapped
 from fault_support import (
-    cancel_when_started,
     launch_cleanups,
     materializations,
     messages,
@@ -22,11 +25,13 @@ from fault_support import (
 )
 
 from corpus_assets import dagster_build
-from corpus_assets.assets.raw import raw
+from corpus_assets.assets.policies import FETCH_RETRY
 from corpus_assets.core.config import load_config
 from corpus_assets.core.stages.verify import verify_path
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.jobs import CLEANUP_JOB
+from corpus_assets.resources.stage_runner import StageRunner
+from corpus_assets.sensors.cleanup import COMPENSATED_BY_TAG
 
 
 def _assert_cleaned(
@@ -46,38 +51,16 @@ def _assert_cleaned(
     assert cfg.partition_key in instance.get_materialized_partitions(dg.AssetKey("raw"))
 
 
-def _sensors_then_cleanup(
+def _sensors_add_nothing(
     instance: dg.DagsterInstance, root: Path, run_id: str
 ) -> list[dg.RunRequest | dg.SkipReason]:
-    """Evaluate both cleanup sensors twice (as repeated ticks would), launch what they ask."""
+    """Both cleanup sensors, evaluated twice as repeated ticks would be, see the cleanup that
+    `corpus build` ran and ask for none; launching what they answer adds no run."""
     answers = sensor_requests(instance, run_id) + sensor_requests(instance, run_id)
-    requests = [a for a in answers if isinstance(a, dg.RunRequest)]
-    assert {r.run_key for r in requests} == {run_id}, answers
+    assert answers and all(isinstance(a, dg.SkipReason) for a in answers), answers
+    assert all("already has cleanup run" in str(a.skip_message) for a in answers), answers
     launch_cleanups(answers, root, instance)
-    launch_cleanups(answers, root, instance)  # a second tick's request is de-duplicated
     return answers
-
-
-@pytest.mark.timeout(180)
-@pytest.mark.parametrize("stage", ["shard", "tokenize"])
-def test_cancel_deletes_partial_outputs(
-    stage: str, example: Path, root: Path, instance: dg.DagsterInstance, tmp_path: Path
-) -> None:
-    runner = wrapped(tmp_path / "w", "stall=120", stage, termination_timeout_s=3.0)
-    step = {"shard": "shards", "tokenize": "tokens"}[stage]
-    watcher = cancel_when_started(instance, step, after_s=1.0)
-    start = time.monotonic()
-    result = dagster_build.build(example, root, instance, stage_runner=runner)
-    watcher.join(timeout=5)
-    assert time.monotonic() - start < 60, "the stalled stage was not stopped"
-    run = instance.get_run_by_id(result.run_id)
-    assert run is not None and run.status == dg.DagsterRunStatus.CANCELED
-    assert (tmp_path / "w" / f"{stage}.attempts").read_text() == "1", "a cancel is not retried"
-    cfg = load_config(example)
-    if stage == "tokenize":
-        assert Layout(root.resolve()).shards(cfg).exists()  # there was something to delete
-    _sensors_then_cleanup(instance, root, result.run_id)
-    _assert_cleaned(instance, root, example, result.run_id)
 
 
 def test_failed_stage_compensates(example: Path, root: Path, instance: dg.DagsterInstance) -> None:
@@ -96,21 +79,29 @@ def test_failed_stage_compensates(example: Path, root: Path, instance: dg.Dagste
     assert "source 'tiny'" in description and "license 'proprietary'" in description
     run = instance.get_run_by_id(result.run_id)
     assert run is not None and run.status == dg.DagsterRunStatus.FAILURE
-    _sensors_then_cleanup(instance, root, result.run_id)
+    _sensors_add_nothing(instance, root, result.run_id)
     _assert_cleaned(instance, root, config, result.run_id)
 
 
-@pytest.fixture
-def quick_fetch_retries() -> Iterator[dg.RetryPolicy]:
-    """The fetch policy with the same shape but sub-second delays (the real one waits ~1 min)."""
-    real = raw.op.retry_policy
-    assert real is not None and real.backoff == dg.Backoff.EXPONENTIAL
-    quick = dg.RetryPolicy(max_retries=3, delay=0.3, backoff=dg.Backoff.EXPONENTIAL)
-    raw.op._retry_policy = quick  # fixed at definition time
+def test_sensors_leave_a_claimed_run_to_its_build(
+    example: Path, root: Path, instance: dg.DagsterInstance, tmp_path: Path
+) -> None:
+    """While the `corpus build` that ran a run holds its claim, the sensors launch nothing for
+    it; once the claim is free (that build died), they clean up."""
+    result = dagster_build.build(unlicensed(example), root, instance, compensate=False)
+    assert result.exit_code == 65 and runs_of(instance, CLEANUP_JOB) == []
+    claim = tmp_path / "claim.lock"
+    instance.add_run_tags(result.run_id, {COMPENSATED_BY_TAG: str(claim)})
+    fd = os.open(claim, os.O_RDWR | os.O_CREAT)
     try:
-        yield quick
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        [held] = sensor_requests(instance, result.run_id)
+        assert isinstance(held, dg.SkipReason), held
+        assert "cleaned up by the `corpus build` that ran it" in str(held.skip_message)
     finally:
-        raw.op._retry_policy = real
+        os.close(fd)
+    [free] = sensor_requests(instance, result.run_id)
+    assert isinstance(free, dg.RunRequest) and free.run_key == result.run_id
 
 
 @pytest.mark.timeout(240)
@@ -119,9 +110,9 @@ def test_fetch_failure_needs_no_cleanup(
     root: Path,
     instance: dg.DagsterInstance,
     tmp_path: Path,
-    quick_fetch_retries: dg.RetryPolicy,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The real fetch retry policy (its tries, backoff and jitter) on a short base delay."""
     good = dagster_build.build(example, root, instance)
     assert good.exit_code == 0, good.summary
     layout = Layout(root.resolve())
@@ -137,10 +128,15 @@ def test_fetch_failure_needs_no_cleanup(
     ]
     hub = example.with_name("hub.json")
     hub.write_text(json.dumps(spec), encoding="utf-8")
-    result = dagster_build.build(hub, root, instance)
+    base = 0.05
+    runner = StageRunner(fetch_retry_delay_s=base)
+    result = dagster_build.build(hub, root, instance, stage_runner=runner)
     assert result.exit_code == 75, result.summary
     events = step_events(instance, result.run_id, "raw")
-    assert events.count("STEP_UP_FOR_RETRY") == quick_fetch_retries.max_retries
+    assert events.count("STEP_UP_FOR_RETRY") == FETCH_RETRY.max_retries
+    waits = _retry_waits(instance, result.run_id, "raw")
+    for attempt, wait in enumerate(waits, start=1):  # exponential, +-1 base of jitter
+        assert ((2**attempt) - 2) * base <= wait <= (2**attempt) * base, waits
     assert events.count("STEP_FAILURE") == 1 and events[-1] == "STEP_FAILURE"
     assert "STEP_START" not in step_events(instance, result.run_id, "shards")
     assert any("exit 75 (transient)" in m for m in messages(instance, result.run_id))
@@ -158,6 +154,19 @@ def test_fetch_failure_needs_no_cleanup(
     assert not any(layout.raw.glob("hub-*")), "a failed fetch published a raw folder"
 
 
+def _retry_waits(instance: dg.DagsterInstance, run_id: str, step: str) -> list[float]:
+    """The seconds each retry of `step` was told to wait."""
+    records = instance.get_records_for_run(
+        run_id, of_type=dg.DagsterEventType.STEP_UP_FOR_RETRY
+    ).records
+    waits = []
+    for record in records:
+        event = record.event_log_entry.dagster_event
+        assert event is not None and event.step_key == step
+        waits.append(float(event.event_specific_data.seconds_to_wait))  # type: ignore[union-attr]
+    return waits
+
+
 @pytest.mark.timeout(180)
 def test_hung_stage_gives_up_and_compensates(
     example: Path, root: Path, instance: dg.DagsterInstance, tmp_path: Path
@@ -165,7 +174,7 @@ def test_hung_stage_gives_up_and_compensates(
     """A tokenize stage that never reports is stopped after each heartbeat timeout, retried by
     its policy, then the run fails and is cleaned up (stall-once is in tests/dagster)."""
     runner = wrapped(
-        tmp_path / "w", "stall=300", "tokenize", heartbeat_timeout_s=1.5, termination_timeout_s=2
+        tmp_path / "w", "stall=300", "tokenize", heartbeat_timeout_s=4.0, termination_timeout_s=2
     )
     start = time.monotonic()
     result = dagster_build.build(example, root, instance, stage_runner=runner)
@@ -177,5 +186,5 @@ def test_hung_stage_gives_up_and_compensates(
     events = step_events(instance, result.run_id, "tokens")
     assert events.count("STEP_UP_FOR_RETRY") == 2 and events[-1] == "STEP_FAILURE"
     assert "heartbeat timeout" in result.summary["error"]
-    _sensors_then_cleanup(instance, root, result.run_id)
+    _sensors_add_nothing(instance, root, result.run_id)
     _assert_cleaned(instance, root, example, result.run_id)
