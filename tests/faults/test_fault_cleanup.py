@@ -50,6 +50,7 @@ from corpus_assets.sensors.cleanup import (
 DOCS = 8 * 1024  # eight shard tasks of ~1 MB, one worker: the shard stage runs for seconds
 DAGSTER = str(Path(sys.executable).with_name("dagster"))
 CLEANED = re.compile(r"\[corpus\] cleaned up (\S+) after (failed|cancelled) run (\S+)")
+FULL_LOG = re.compile(r"^\[corpus\] full log: (\S+)$", re.M)
 
 
 def _before_cleanup(root: Path, cfg: LoadedConfig) -> dict[str, object]:
@@ -204,6 +205,12 @@ def _published(instance: dg.DagsterInstance, run_id: str) -> bool:
     )
 
 
+def _full_log(err: str) -> str:
+    """The run log that `corpus build` named on stderr (it holds the stages' own lines)."""
+    [path] = FULL_LOG.findall(err)
+    return Path(path).read_text(encoding="utf-8")
+
+
 @pytest.mark.timeout(400)
 def test_tokenize_fails_after_publish_build_cleans_up_beside_daemon(
     daemon: Daemon, tmp_path: Path
@@ -217,7 +224,8 @@ def test_tokenize_fails_after_publish_build_cleans_up_beside_daemon(
     assert code == 64, err
     [(partition, what, run_id)] = CLEANED.findall(err)
     assert (partition, what) == (cfg.partition_key, "failed"), err
-    assert f"cleanup: removed corpus/tokfail/v1/{cfg.hash12}, work/{cfg.hash12}" in err, err
+    removed = f"cleanup: removed corpus/tokfail/v1/{cfg.hash12}, work/{cfg.hash12}"
+    assert removed in _full_log(err), err
     with daemon.instance() as instance:
         run = _failed_run(instance, cfg)
         assert run.run_id == run_id and run.status == dg.DagsterRunStatus.FAILURE
@@ -246,7 +254,7 @@ def test_interrupt_during_shard_stops_and_cleans_up_beside_daemon(
     assert stage_pids(daemon.root, "shard") == [], "the shard stage outlived `corpus build`"
     [(partition, what, run_id)] = CLEANED.findall(err)
     assert (partition, what) == (cfg.partition_key, "failed"), err
-    assert f"cleanup: removed work/{cfg.hash12}" in err, err
+    assert f"cleanup: removed work/{cfg.hash12}" in _full_log(err), err
     assert err.rstrip().endswith("corpus build: interrupted"), err
     with daemon.instance() as instance:
         run = _failed_run(instance, cfg)
