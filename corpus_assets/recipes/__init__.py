@@ -1,0 +1,1 @@
+"""Example task recipes: domain code the task executor drives (no Dagster import)."""

@@ -1,0 +1,154 @@
+"""The example recipe: exact-answer arithmetic word problems, generated without a model.
+
+Sixteen streams (eight families, two sentence structures each), each seeded from the job seed,
+the batch index and the stream name through sha256, so any process builds the same batch.
+`maximum_per_recipe` caps each stream over the whole job as a function of the batch index and
+`candidate_count` alone (stream quota per batch × batch index), never of hidden state: a recipe
+rebuilt in another worker gives the same batches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from fractions import Fraction
+from pathlib import Path
+
+from corpus_assets.core.errors import ConfigError
+from corpus_assets.recipes import arith_answers, arith_families, arith_select
+from corpus_assets.recipes.arith_answers import format_answer, last_boxed, parse_answer
+from corpus_assets.recipes.arith_families import STREAMS, Stream
+from corpus_assets.recipes.arith_select import select_round_robin
+from corpus_assets.tasks.types import JSON, DataSample, GenerateContext, PublicTask, Selection
+
+DEFAULTS: dict[str, int] = {"candidate_count": 64, "maximum_per_recipe": 1000}
+MAX_ABS_ANSWER = Fraction(10**7)
+MAX_DENOMINATOR = 10**4
+INSTRUCTION = "Give the final answer within \\boxed{}."
+_SPACES = re.compile(r"\s+")
+
+
+class RecipeParamError(ConfigError, ValueError):
+    """A bad recipe parameter: unknown, or not a positive integer (exit 64)."""
+
+
+def create_recipe(**params: object) -> ArithmeticRecipe:
+    """The factory the job config names: `corpus_assets.recipes.arithmetic:create_recipe`."""
+    unknown = sorted(set(params) - set(DEFAULTS))
+    if unknown:
+        raise RecipeParamError(
+            f"unknown arithmetic recipe param(s) {', '.join(unknown)}; allowed: "
+            f"{', '.join(sorted(DEFAULTS))}"
+        )
+    values = {
+        name: _positive(name, params.get(name, default)) for name, default in DEFAULTS.items()
+    }
+    return ArithmeticRecipe(values["candidate_count"], values["maximum_per_recipe"])
+
+
+def _positive(name: str, value: object) -> int:
+    """`value` as a positive integer, else RecipeParamError naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise RecipeParamError(
+            f"arithmetic recipe param {name} must be an integer >= 1, got {value!r}"
+        )
+    return value
+
+
+def task_id_for(public_input: JSON) -> str:
+    """`arith-` + the first 16 hex of sha256 of the canonical JSON of the public input."""
+    canonical = json.dumps(public_input, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "arith-" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+def stream_rng(seed: int, batch_index: int, stream: str) -> random.Random:
+    """The stream's own generator for one batch, from sha256 (never Python's salted hash())."""
+    digest = hashlib.sha256(f"arith\0{seed}\0{batch_index}\0{stream}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:16], "big"))
+
+
+class ArithmeticRecipe:
+    """Arithmetic word problems with exact references; selection by stream round-robin."""
+
+    def __init__(self, candidate_count: int, maximum_per_recipe: int) -> None:
+        self.candidate_count = candidate_count
+        self.maximum_per_recipe = maximum_per_recipe
+
+    def quota(self, stream_index: int, batch_index: int) -> int:
+        """How many samples stream `stream_index` yields in batch `batch_index` (the job cap)."""
+        per_batch = self.candidate_count // len(STREAMS)
+        per_batch += 1 if stream_index < self.candidate_count % len(STREAMS) else 0
+        already = per_batch * batch_index
+        return max(0, min(per_batch, self.maximum_per_recipe - already))
+
+    def generate(self, context: GenerateContext) -> Iterator[DataSample]:
+        """`candidate_count` samples spread over the streams, interleaved stream by stream."""
+        quotas = [self.quota(index, context.batch_index) for index in range(len(STREAMS))]
+        rngs = [stream_rng(context.seed, context.batch_index, s.name) for s in STREAMS]
+        for round_index in range(max(quotas, default=0)):
+            for stream, quota, rng in zip(STREAMS, quotas, rngs, strict=True):
+                if round_index < quota:
+                    yield make_sample(stream, stream.build(rng))
+
+    def clean(self, sample: DataSample) -> DataSample | None:
+        """The sample with its text's whitespace collapsed, or None when degenerate."""
+        problem = sample.task.input.get("problem") if isinstance(sample.task.input, dict) else None
+        answer = _reference_value(sample.reference)
+        if not isinstance(problem, str) or not _SPACES.sub(" ", problem).strip() or answer is None:
+            return None
+        if abs(answer) > MAX_ABS_ANSWER or answer.denominator > MAX_DENOMINATOR:
+            return None
+        public_input = {**sample.task.input, "problem": _SPACES.sub(" ", problem).strip()}
+        task = PublicTask(task_id_for(public_input), public_input, dict(sample.task.metadata))
+        return DataSample(task, {"answer": format_answer(answer)})
+
+    def score(self, sample: DataSample, response: JSON) -> float:
+        """1.0 when the last `\\boxed{}` in `response` equals the reference exactly, else 0.0."""
+        expected = _reference_value(sample.reference)
+        if not isinstance(response, str) or expected is None:
+            return 0.0
+        boxed = last_boxed(response)
+        percent = sample.task.metadata.get("family") == "percentages"
+        got = None if boxed is None else parse_answer(boxed, allow_percent=percent)
+        return 1.0 if got is not None and got == expected else 0.0
+
+    def select(
+        self,
+        samples: Sequence[DataSample],
+        scores: Mapping[str, Sequence[float | None]],
+        context: GenerateContext,
+    ) -> Selection:
+        """`target_count` ids round-robin over the streams (not difficulty-calibrated)."""
+        return select_round_robin(samples, context.target_count, [s.name for s in STREAMS])
+
+    def training_row(self, sample: DataSample) -> dict[str, JSON]:
+        """`task_id`, one user message asking for a boxed answer, and the boxed reference."""
+        content = f"{sample.task.input['problem']}\n\n{INSTRUCTION}"
+        return {
+            "task_id": sample.task_id,
+            "messages": [{"role": "user", "content": content}],
+            "answer": f"\\boxed{{{sample.reference['answer']}}}",
+        }
+
+    def source_files(self) -> tuple[Path, ...]:
+        """This module and its helpers: the code that decides every sample."""
+        modules = (__file__, arith_answers.__file__, arith_families.__file__, arith_select.__file__)
+        return tuple(Path(str(name)).resolve() for name in modules)
+
+
+def make_sample(stream: Stream, problem: arith_families.Problem) -> DataSample:
+    """A sample from a generated problem: public text and operands, private exact answer."""
+    public_input: dict[str, JSON] = {"problem": problem.text, "values": problem.values}
+    metadata = {"family": stream.family, "structure": stream.structure, "stream": stream.name}
+    task = PublicTask(task_id_for(public_input), public_input, metadata)
+    return DataSample(task, {"answer": format_answer(problem.answer)})
+
+
+def _reference_value(reference: JSON) -> Fraction | None:
+    """The exact value of a reference `{"answer": "..."}`, or None when it is not one."""
+    if not isinstance(reference, dict) or not isinstance(reference.get("answer"), str):
+        return None
+    return parse_answer(reference["answer"])
