@@ -23,11 +23,11 @@ def format_answer(value: Fraction) -> str:
     scaled = abs(value.numerator) * 10**digits // value.denominator
     whole, frac = divmod(scaled, 10**digits)
     sign = "-" if value < 0 else ""
-    return f"{sign}{whole}.{str(frac).rjust(digits, '0').rstrip('0')}"
+    return f"{sign}{whole}.{str(frac).rjust(digits, '0')}"
 
 
 def _decimal_digits(denominator: int) -> int | None:
-    """How many decimal digits `1/denominator` needs, or None when it does not terminate."""
+    """The fewest decimal digits `1/denominator` needs (the last is never 0), or None."""
     twos = fives = 0
     while denominator % 2 == 0:
         denominator //= 2
