@@ -95,13 +95,14 @@ class ArithmeticRecipe:
 
     def clean(self, sample: DataSample) -> DataSample | None:
         """The sample with its text's whitespace collapsed, or None when degenerate."""
-        problem = sample.task.input.get("problem") if isinstance(sample.task.input, dict) else None
+        raw = sample.task.input.get("problem") if isinstance(sample.task.input, dict) else None
+        problem = _SPACES.sub(" ", raw).strip() if isinstance(raw, str) else ""
         answer = _reference_value(sample.reference)
-        if not isinstance(problem, str) or not _SPACES.sub(" ", problem).strip() or answer is None:
+        if not problem or answer is None:
             return None
         if abs(answer) > MAX_ABS_ANSWER or answer.denominator > MAX_DENOMINATOR:
             return None
-        public_input = {**sample.task.input, "problem": _SPACES.sub(" ", problem).strip()}
+        public_input = {**sample.task.input, "problem": problem}
         task = PublicTask(task_id_for(public_input), public_input, dict(sample.task.metadata))
         return DataSample(task, {"answer": format_answer(answer)})
 
