@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from corpus_assets.core.errors import EXIT_USAGE, ConfigError
+from corpus_assets.tasks.config import load_job_config
 from corpus_assets.tasks.factory import load_factory, split_ref
+from corpus_assets.tasks.types import Recipe
 
 
 @pytest.fixture
@@ -105,3 +107,12 @@ def test_split_ref_refuses_non_strings() -> None:
     with pytest.raises(ValueError, match="must be a 'module:callable' string, got int"):
         split_ref(3)
     assert split_ref("a.b:c.d") == ("a.b", "c.d")
+
+
+def test_the_example_job_builds_the_arithmetic_recipe() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "tasks" / "arithmetic.yaml"
+    cfg = load_job_config(example)
+    assert cfg.model.recipe == "corpus_assets.recipes.arithmetic:create_recipe"
+    assert cfg.partition_key == f"arithmetic-{cfg.hash12}"
+    recipe = load_factory(cfg.model.recipe)(**cfg.model.params)
+    assert isinstance(recipe, Recipe)
