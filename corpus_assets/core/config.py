@@ -388,18 +388,20 @@ def load_config(path: str | Path) -> LoadedConfig:
     p = Path(path)
     if p.suffix not in (".toml", ".json"):
         raise ConfigError(f"config file {str(p)!r} must end in .toml or .json")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {p}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"config file {p} is not UTF-8: {exc.reason} at byte {exc.start}"
-        ) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {p}: {exc.strerror}") from None
-    raw = parse_text(text, p.suffix[1:])
+    raw = parse_text(read_config_text(p, "config file"), p.suffix[1:])
     return validate(raw, _base_dir(p))
+
+
+def read_config_text(path: Path, noun: str) -> str:
+    """The UTF-8 text of a config file; a ConfigError that names `noun` and the path if not."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{noun} not found: {path}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{noun} {path} is not UTF-8: {exc.reason} at byte {exc.start}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {noun} {path}: {exc.strerror}") from None
 
 
 ORIGIN_SUFFIX = ".origin.json"

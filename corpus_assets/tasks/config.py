@@ -24,7 +24,7 @@ from pydantic import (
     field_validator,
 )
 
-from corpus_assets.core.config import NAME_PATTERN, canon, parse_text, sha256_hex
+from corpus_assets.core.config import NAME_PATTERN, canon, parse_text, read_config_text, sha256_hex
 from corpus_assets.core.errors import ConfigError
 from corpus_assets.tasks.factory import split_ref
 from corpus_assets.tasks.types import PURPOSES, Purpose
@@ -231,15 +231,6 @@ def load_job_config(path: str | Path) -> LoadedJobConfig:
     fmt = SUFFIXES.get(p.suffix)
     if fmt is None:
         raise ConfigError(f"job config {str(p)!r} must end in {', '.join(SUFFIXES)}")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"job config not found: {p}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"job config {p} is not UTF-8: {exc.reason} at byte {exc.start}"
-        ) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read job config {p}: {exc.strerror}") from None
+    text = read_config_text(p, "job config")
     resolved = p.resolve()
     return validate_job(parse_job_text(text, fmt), resolved.parent, resolved)

@@ -7,12 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
-IMPORT_ALL_CORE = """
+IMPORT_ALL = """
 import importlib, json, pkgutil, sys
-import corpus_assets.core as core
-names = sorted(m.name for m in pkgutil.walk_packages(core.__path__, core.__name__ + "."))
+package = importlib.import_module(sys.argv[1])
+names = sorted(m.name for m in pkgutil.walk_packages(package.__path__, package.__name__ + "."))
 for name in names:
     importlib.import_module(name)
 print(json.dumps({
@@ -23,20 +25,29 @@ print(json.dumps({
 """
 
 
-def test_every_core_module_imports_without_dagster() -> None:
+@pytest.mark.parametrize(
+    ("package", "sample"),
+    [
+        ("core", "corpus_assets.core.stages.fetch"),
+        ("tasks", "corpus_assets.tasks.config"),
+        ("recipes", "corpus_assets.recipes.arithmetic"),
+    ],
+)
+def test_every_module_of_a_pure_package_imports_without_dagster(package: str, sample: str) -> None:
+    name = f"corpus_assets.{package}"
     out = subprocess.run(
-        [sys.executable, "-c", IMPORT_ALL_CORE], capture_output=True, text=True, check=False
+        [sys.executable, "-c", IMPORT_ALL, name], capture_output=True, text=True, check=False
     )
-    assert out.returncode == 0, f"a core module failed to import:\n{out.stderr}"
+    assert out.returncode == 0, f"a {package} module failed to import:\n{out.stderr}"
     found = json.loads(out.stdout)
-    core = REPO / "corpus_assets" / "core"
+    folder = REPO / "corpus_assets" / package
     expected = {
-        "corpus_assets.core." + ".".join(p.relative_to(core).with_suffix("").parts)
-        for p in core.rglob("*.py")
-        if p.stem != "__init__"
+        f"{name}." + ".".join(p.relative_to(folder).with_suffix("").parts)
+        for p in folder.rglob("*.py")
+        if p.stem not in ("__init__", "__main__")
     }
     assert expected <= set(found["modules"])  # every module was really imported
-    assert "corpus_assets.core.stages.fetch" in found["modules"]
+    assert sample in found["modules"]
     assert found["dagster"] == []
     assert found["pipes"] == []
 

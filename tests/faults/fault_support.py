@@ -126,6 +126,24 @@ def cancel_when(
     return thread
 
 
+def descendants(pid: int) -> list[int]:
+    """Pids of every live descendant of `pid` (children first, then theirs)."""
+    children: dict[int, list[int]] = {}
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(proc.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
 def stage_pids(root: Path, stage: str) -> list[int]:
     """Pids of live `corpus run --stage STAGE --root ROOT` processes."""
     needle = f"run\0--stage\0{stage}\0".encode()

@@ -17,7 +17,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from dagster_support import WRAPPER, variant
-from fault_support import materializations, runs_of, sensor_requests, tree
+from fault_support import descendants, materializations, runs_of, sensor_requests, tree
 
 from corpus_assets.core.config import load_config
 from corpus_assets.core.store.atomic import MANIFEST
@@ -87,23 +87,6 @@ def _job(verb: str, key: str, run_config: Path) -> list[str]:
     return [str(BIN / "dagster"), "job", verb, *module, "--tags", tags, "-c", str(run_config)]
 
 
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(proc.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
 def _gone(pid: int) -> bool:
     """No such process, or only its zombie (exited, not reaped by its parent yet)."""
     try:
@@ -115,7 +98,7 @@ def _gone(pid: int) -> bool:
 
 def _kill_tree(pid: int) -> list[int]:
     """SIGKILL `pid` and every process under it (a machine that dies); wait until all are gone."""
-    pids = [pid, *_descendants(pid)]
+    pids = [pid, *descendants(pid)]
     for each in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(each, signal.SIGKILL)
@@ -305,7 +288,7 @@ def _launched_worker(instance: dg.DagsterInstance, daemon: int) -> Callable[[int
                 run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT
             ).records
         )
-        return logged and pid in _descendants(daemon)
+        return logged and pid in descendants(daemon)
 
     return check
 

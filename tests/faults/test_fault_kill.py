@@ -15,7 +15,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from fault_support import materializations, runs_of, step_events, tree
+from fault_support import descendants, materializations, runs_of, step_events, tree
 
 from corpus_assets.core.config import load_config
 from corpus_assets.jobs import BUILD_JOB, CLEANUP_JOB
@@ -70,23 +70,6 @@ def _stage_pids(root: Path, stage: str) -> list[int]:
     return found
 
 
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(proc.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
 def _kill_stage(stage: str, on: str = "") -> Trigger:
     """SIGKILL the stage's process group when a build output line contains `on`, or (without
     `on`) as soon as the stage has published a per-shard marker in its staging folder."""
@@ -112,7 +95,7 @@ def _kill_build(on: str = "", marker: str = "") -> Trigger:
             return False
         if marker and not any(root.glob(marker)):
             return False
-        for pid in [build.pid, *_descendants(build.pid)]:
+        for pid in [build.pid, *descendants(build.pid)]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         return True

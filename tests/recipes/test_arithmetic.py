@@ -7,8 +7,6 @@ import json
 import math
 import multiprocessing
 import re
-import subprocess
-import sys
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -357,16 +355,3 @@ def test_example_job_config_names_the_factory() -> None:
     samples = [s for b in range(config["max_batches"]) for s in batch(recipe, b, config["seed"])]
     chosen = recipe.select(samples, {}, context(target=config["target_count"]))
     assert len(chosen.task_ids) == 64
-
-
-def test_recipe_modules_import_without_dagster() -> None:
-    code = (
-        "import importlib, json, pkgutil, sys\n"
-        "import corpus_assets.recipes as r\n"
-        "names = [m.name for m in pkgutil.walk_packages(r.__path__, r.__name__ + '.')]\n"
-        "[importlib.import_module(n) for n in names]\n"
-        "print(json.dumps([names, sorted(m for m in sys.modules if m.startswith('dagster'))]))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    names, dagster = json.loads(out.stdout)
-    assert "corpus_assets.recipes.arithmetic" in names and dagster == []
