@@ -140,6 +140,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_tasks(args: argparse.Namespace) -> int:
+    from corpus_assets.tasks.run import run_command
+
+    result = run_command(args.config, args.output, args.resume, args.export_hf, _emit)
+    print(json.dumps(result, sort_keys=True, ensure_ascii=False), flush=True)
+    return EXIT_OK
+
+
 def _usage(message: str) -> CorpusError:
     from corpus_assets.core.errors import ConfigError
 
@@ -179,8 +187,25 @@ def _parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="verify a manifest (or the folder holding it) and its files")
     v.add_argument("path", help="a _MANIFEST.json / _SOURCE.json or its folder")
     v.set_defaults(func=cmd_verify)
+    _add_tasks_command(sub)
     _add_dagster_commands(sub)
     return p
+
+
+def _add_tasks_command(sub: Any) -> None:
+    t = sub.add_parser("tasks", help="run (or resume) a task-dataset job and publish its snapshot")
+    t.add_argument("--config", required=True, help="job config (.yaml, .yml, .toml or .json)")
+    t.add_argument(
+        "--output", required=True, help="the job folder (new, or existing with --resume)"
+    )
+    t.add_argument("--resume", action="store_true", help="continue the job in an existing --output")
+    t.add_argument(
+        "--export-hf",
+        default=None,
+        metavar="DIR",
+        help="also export the training rows to a new Hugging Face datasets folder",
+    )
+    t.set_defaults(func=cmd_tasks)
 
 
 def _add_dagster_commands(sub: Any) -> None:

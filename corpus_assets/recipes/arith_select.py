@@ -17,8 +17,8 @@ def select_round_robin(
     samples: Sequence[DataSample], target_count: int, stream_order: Sequence[str]
 ) -> Selection:
     """`target_count` distinct ids, one per stream in turn, else InsufficientDataError."""
-    queues = _queues(samples, stream_order)
-    available = sum(len(queue) for queue in queues.values())
+    queues, candidates = _queues(samples, stream_order, target_count)
+    available = sum(len(queue) for queue in queues.values())  # each queue holds <= target
     if available < target_count:
         raise InsufficientDataError(
             f"arithmetic recipe has {available} distinct candidate task(s), needs {target_count}"
@@ -30,22 +30,30 @@ def select_round_robin(
             if depth < len(queue) and len(chosen) < target_count:
                 chosen.append((stream, queue[depth]))
         depth += 1
-    return Selection(tuple(s.task_id for _, s in chosen), _statistics(chosen, available))
+    return Selection(tuple(s.task_id for _, s in chosen), _statistics(chosen, candidates))
 
 
 def _queues(
-    samples: Sequence[DataSample], stream_order: Sequence[str]
-) -> dict[str, list[DataSample]]:
-    """Distinct samples per stream, streams in `stream_order` then others by name, ids sorted."""
-    by_id: dict[str, DataSample] = {}
+    samples: Sequence[DataSample], stream_order: Sequence[str], depth: int
+) -> tuple[dict[str, list[DataSample]], int]:
+    """Per stream the `depth` smallest-id distinct samples, and how many samples there were.
+
+    One pass over `samples` keeping at most 2 x `depth` per stream, so a pool on disk is never
+    held in memory whole.
+    """
+    kept: dict[str, dict[str, DataSample]] = {}
+    count = 0
     for sample in samples:
-        by_id.setdefault(sample.task_id, sample)
-    grouped: dict[str, list[DataSample]] = {}
-    for sample in by_id.values():
-        grouped.setdefault(str(sample.task.metadata.get("stream", "")), []).append(sample)
+        count += 1
+        queue = kept.setdefault(str(sample.task.metadata.get("stream", "")), {})
+        queue.setdefault(sample.task_id, sample)
+        if len(queue) > 2 * depth:
+            for task_id in sorted(queue)[depth:]:
+                del queue[task_id]
     rank = {name: index for index, name in enumerate(stream_order)}
-    order = sorted(grouped, key=lambda name: (rank.get(name, len(rank)), name))
-    return {name: sorted(grouped[name], key=lambda s: s.task_id) for name in order}
+    order = sorted(kept, key=lambda name: (rank.get(name, len(rank)), name))
+    queues = {name: [kept[name][t] for t in sorted(kept[name])[:depth]] for name in order}
+    return queues, count
 
 
 def _statistics(chosen: list[tuple[str, DataSample]], available: int) -> dict[str, object]:

@@ -1,0 +1,381 @@
+"""`work/checkpoints.sqlite3`: the durable state of a data job.
+
+One connection, owned by the coordinator thread, in WAL mode with `synchronous=FULL`: a chunk of
+cleaned candidates, its batch's progress and its counts commit in one transaction, so a process
+killed at any instant resumes from the last committed chunk. Candidate payloads, the dedup
+indexes and the excluded ids live here on disk; `CandidatePool` and `ScoreTable` give `select`
+a sequence and a mapping backed by the database, never a whole list in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, overload
+
+from corpus_assets.core.errors import DataError
+from corpus_assets.tasks.files import PRIVATE_FILE, jsonl_line
+from corpus_assets.tasks.types import JSON, DataSample
+
+SCHEMA_VERSION = 1
+PAGE = 512  # rows fetched per round trip when streaming the pool
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS batches (
+    batch INTEGER PRIMARY KEY,
+    consumed INTEGER NOT NULL DEFAULT 0,
+    done INTEGER NOT NULL DEFAULT 0,
+    truncated INTEGER NOT NULL DEFAULT 0,
+    rejected INTEGER NOT NULL DEFAULT 0,
+    duplicates INTEGER NOT NULL DEFAULT 0,
+    excluded INTEGER NOT NULL DEFAULT 0,
+    retained INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS candidates (
+    seq INTEGER PRIMARY KEY,
+    task_id TEXT NOT NULL UNIQUE,
+    batch INTEGER NOT NULL,
+    content_sha TEXT NOT NULL,
+    input_sha TEXT NOT NULL,
+    payload TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS candidates_input ON candidates (input_sha);
+CREATE INDEX IF NOT EXISTS candidates_batch ON candidates (batch, seq);
+CREATE TABLE IF NOT EXISTS excluded (task_id TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS scores (
+    task_id TEXT NOT NULL,
+    repeat INTEGER NOT NULL,
+    score REAL,
+    PRIMARY KEY (task_id, repeat)
+);
+CREATE TABLE IF NOT EXISTS projection (
+    row INTEGER PRIMARY KEY,
+    task_id TEXT NOT NULL,
+    public TEXT NOT NULL,
+    reference TEXT NOT NULL,
+    train TEXT NOT NULL
+);
+"""
+
+COUNTS = ("rejected", "duplicates", "excluded", "retained")
+
+
+def canonical(obj: JSON) -> str:
+    """The one canonical JSON text of a value (sorted keys, no spaces, UTF-8 unescaped)."""
+    return jsonl_line(obj).decode("utf-8").removesuffix("\n")
+
+
+def _sha(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class BatchState:
+    """A batch's committed progress: samples consumed from `generate`, and the counts."""
+
+    batch: int
+    consumed: int
+    done: bool
+    truncated: bool
+    rejected: int
+    duplicates: int
+    excluded: int
+    retained: int
+
+    def counts(self) -> dict[str, int]:
+        """Generated, rejected, duplicates, excluded and retained, as the report shows them."""
+        return {"batch": self.batch, "generated": self.consumed} | {
+            name: getattr(self, name) for name in COUNTS
+        }
+
+
+class Checkpoints:
+    """The job's SQLite database; every method runs on the thread that opened it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        new = not path.exists()
+        self.db = sqlite3.connect(path, isolation_level=None)
+        if new:
+            path.chmod(PRIVATE_FILE)  # the -wal and -shm files take the database's mode
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.executescript(_SCHEMA)
+        self._next_seq = int(self.db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0])
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- meta ------------------------------------------------------------------------------
+
+    def get(self, key: str) -> Any:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def put(self, key: str, value: Any) -> None:
+        with self.transaction():
+            self._put(key, value)
+
+    def _put(self, key: str, value: Any) -> None:
+        self.db.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, canonical(value)),
+        )
+
+    def transaction(self) -> _Transaction:
+        return _Transaction(self.db)
+
+    # -- exclusions ------------------------------------------------------------------------
+
+    def load_exclusions(self, task_ids: Iterator[str]) -> None:
+        """Store the excluded ids once (the job's identity pins the files they come from)."""
+        with self.transaction():
+            self.db.execute("DELETE FROM excluded")
+            self.db.executemany(
+                "INSERT OR IGNORE INTO excluded (task_id) VALUES (?)", ((t,) for t in task_ids)
+            )
+
+    def excluded_count(self) -> int:
+        return int(self.db.execute("SELECT COUNT(*) FROM excluded").fetchone()[0])
+
+    # -- batches ---------------------------------------------------------------------------
+
+    def batch(self, batch: int) -> BatchState:
+        row = self.db.execute(
+            "SELECT batch, consumed, done, truncated, rejected, duplicates, excluded, retained "
+            "FROM batches WHERE batch = ?",
+            (batch,),
+        ).fetchone()
+        if row is None:
+            return BatchState(batch, 0, False, False, 0, 0, 0, 0)
+        b, consumed, done, truncated, *counts = row
+        return BatchState(b, consumed, bool(done), bool(truncated), *counts)
+
+    def batches(self) -> list[BatchState]:
+        ids = [r[0] for r in self.db.execute("SELECT batch FROM batches ORDER BY batch")]
+        return [self.batch(b) for b in ids]
+
+    def commit_chunk(
+        self, batch: int, consumed: int, cleaned: Sequence[DataSample | None]
+    ) -> dict[str, int]:
+        """Admit one chunk's cleaned samples in order and advance the batch, atomically.
+
+        Returns the chunk's counts. Raises DataError (rolled back) on a conflicting reference
+        or a task id that names two different samples.
+        """
+        counts = dict.fromkeys(COUNTS, 0)
+        first_seq = self._next_seq
+        try:
+            with self.transaction():
+                for sample in cleaned:
+                    counts[self._admit(batch, sample)] += 1
+                self._advance(batch, consumed, counts)
+        except BaseException:
+            self._next_seq = first_seq
+            raise
+        return counts
+
+    def _advance(self, batch: int, consumed: int, counts: dict[str, int]) -> None:
+        self.db.execute(
+            "INSERT INTO batches (batch, consumed) VALUES (?, ?) ON CONFLICT (batch) "
+            "DO UPDATE SET consumed = excluded.consumed",
+            (batch, consumed),
+        )
+        self.db.execute(
+            "UPDATE batches SET rejected = rejected + ?, duplicates = duplicates + ?, "
+            "excluded = excluded + ?, retained = retained + ? WHERE batch = ?",
+            (*(counts[c] for c in COUNTS), batch),
+        )
+
+    def finish_batch(self, batch: int, consumed: int, truncated: bool) -> None:
+        """Mark a batch generated and cleaned to its end (`truncated`: cut by max_candidates)."""
+        with self.transaction():
+            self.db.execute(
+                "INSERT INTO batches (batch, consumed) VALUES (?, ?) ON CONFLICT (batch) "
+                "DO UPDATE SET consumed = excluded.consumed",
+                (batch, consumed),
+            )
+            self.db.execute(
+                "UPDATE batches SET done = 1, truncated = ? WHERE batch = ?",
+                (int(truncated), batch),
+            )
+
+    def generated_total(self) -> int:
+        return int(self.db.execute("SELECT COALESCE(SUM(consumed), 0) FROM batches").fetchone()[0])
+
+    def _admit(self, batch: int, sample: DataSample | None) -> str:
+        """Which count a cleaned sample goes to; a retained one is inserted into the pool."""
+        if sample is None:
+            return "rejected"
+        if self.db.execute(
+            "SELECT 1 FROM excluded WHERE task_id = ?", (sample.task_id,)
+        ).fetchone():
+            return "excluded"
+        payload = canonical(sample.to_json())
+        content_sha = _sha(payload)
+        row = self.db.execute(
+            "SELECT content_sha, payload FROM candidates WHERE task_id = ?", (sample.task_id,)
+        ).fetchone()
+        if row is not None:
+            if row[0] == content_sha:
+                return "duplicates"
+            raise DataError(_two_contents(sample, DataSample.from_json(json.loads(row[1]))))
+        input_sha = _sha(canonical(sample.task.input))
+        reference = canonical(sample.reference)
+        for other_id, other in self.db.execute(
+            "SELECT task_id, payload FROM candidates WHERE input_sha = ?", (input_sha,)
+        ):
+            if canonical(json.loads(other)["reference"]) != reference:
+                raise DataError(
+                    "conflicting references: the same public input has two different "
+                    f"references, in task {other_id!r} and task {sample.task_id!r}"
+                )
+        self.db.execute(
+            "INSERT INTO candidates (seq, task_id, batch, content_sha, input_sha, payload) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (self._next_seq, sample.task_id, batch, content_sha, input_sha, payload),
+        )
+        self._next_seq += 1
+        return "retained"
+
+    # -- the pool --------------------------------------------------------------------------
+
+    def pool(self) -> CandidatePool:
+        return CandidatePool(self.db)
+
+    def scores(self) -> ScoreTable:
+        return ScoreTable(self.db)
+
+    def samples_by_id(self, task_ids: Sequence[str]) -> list[DataSample]:
+        """The pooled samples for `task_ids`, in that order (KeyError names a missing id)."""
+        out = []
+        for task_id in task_ids:
+            row = self.db.execute(
+                "SELECT payload FROM candidates WHERE task_id = ?", (task_id,)
+            ).fetchone()
+            if row is None:
+                raise KeyError(task_id)
+            out.append(DataSample.from_json(json.loads(row[0])))
+        return out
+
+    def batch_payloads(self, batch: int) -> Iterator[str]:
+        """The retained candidates of one batch, in pool order, as canonical JSON."""
+        cursor = self.db.execute(
+            "SELECT payload FROM candidates WHERE batch = ? ORDER BY seq", (batch,)
+        )
+        while rows := cursor.fetchmany(PAGE):
+            for (payload,) in rows:
+                yield payload
+
+    # -- projection ------------------------------------------------------------------------
+
+    def projected(self) -> int:
+        return int(self.db.execute("SELECT COUNT(*) FROM projection").fetchone()[0])
+
+    def commit_projection(self, start: int, rows: Sequence[tuple[dict, dict, dict]]) -> None:
+        """One projection chunk: rows `start ..` of (public, reference, train), atomically."""
+        with self.transaction():
+            self.db.executemany(
+                "INSERT INTO projection (row, task_id, public, reference, train) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (
+                    (start + i, public["task_id"], canonical(public), canonical(ref), canonical(t))
+                    for i, (public, ref, t) in enumerate(rows)
+                ),
+            )
+
+    def projection_rows(self) -> Iterator[tuple[dict, dict, dict]]:
+        cursor = self.db.execute("SELECT public, reference, train FROM projection ORDER BY row")
+        while rows := cursor.fetchmany(PAGE):
+            for public, ref, train in rows:
+                yield json.loads(public), json.loads(ref), json.loads(train)
+
+
+class _Transaction:
+    """`with`: BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any exception."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+
+
+def _two_contents(new: DataSample, old: DataSample) -> str:
+    """The message for one task id naming two different cleaned samples."""
+    if new.task.to_json() == old.task.to_json():
+        return (
+            f"conflicting references: task {new.task_id!r} was cleaned twice with different "
+            "references (the same public task, two answers)"
+        )
+    return (
+        f"task id {new.task_id!r} names two different cleaned samples; a task id must always "
+        "mean the same content"
+    )
+
+
+class CandidatePool(Sequence[DataSample]):
+    """The retained candidates in pool order, read from the database on demand."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+        self._len = int(db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0])
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, index: int) -> DataSample: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[DataSample]: ...
+    def __getitem__(self, index: int | slice) -> DataSample | list[DataSample]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._len))]
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError("candidate index out of range")
+        row = self._db.execute("SELECT payload FROM candidates WHERE seq = ?", (index,)).fetchone()
+        return DataSample.from_json(json.loads(row[0]))
+
+    def __iter__(self) -> Iterator[DataSample]:
+        cursor = self._db.execute(
+            "SELECT payload FROM candidates WHERE seq < ? ORDER BY seq", (self._len,)
+        )
+        while rows := cursor.fetchmany(PAGE):
+            for (payload,) in rows:
+                yield DataSample.from_json(json.loads(payload))
+
+
+class ScoreTable(Mapping[str, Sequence[float | None]]):
+    """Scores per task id, one per repeat in repeat order (empty without calibration)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __getitem__(self, task_id: str) -> tuple[float | None, ...]:
+        rows = self._db.execute(
+            "SELECT score FROM scores WHERE task_id = ? ORDER BY repeat", (task_id,)
+        ).fetchall()
+        if not rows:
+            raise KeyError(task_id)
+        return tuple(r[0] for r in rows)
+
+    def __iter__(self) -> Iterator[str]:
+        cursor = self._db.execute("SELECT DISTINCT task_id FROM scores ORDER BY task_id")
+        while rows := cursor.fetchmany(PAGE):
+            for (task_id,) in rows:
+                yield task_id
+
+    def __len__(self) -> int:
+        return int(self._db.execute("SELECT COUNT(DISTINCT task_id) FROM scores").fetchone()[0])

@@ -1,0 +1,542 @@
+"""The data-job executor: generate → clean → deduplicate/exclude → select → project → publish.
+
+One coordinator (its own thread, see `run_data_job`) owns the checkpoint database and decides
+everything in a fixed order; recipe code runs in `workers.Pool` and `workers.Producer`. Chunks
+are `execution.batch_size` samples; their results are committed in submission order, so the
+snapshot is the same for any worker count, backend or chunk size, and a resumed job picks up
+after the last committed chunk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from corpus_assets.core.errors import ConfigError, CorpusError, DataError, TransientError
+from corpus_assets.core.store.digests import file_sha256
+from corpus_assets.tasks.checkpoints import Checkpoints, canonical
+from corpus_assets.tasks.config import LoadedJobConfig, identity_form
+from corpus_assets.tasks.files import private_writer
+from corpus_assets.tasks.jobdir import JobFolder
+from corpus_assets.tasks.snapshot import Snapshot, load_snapshot, write_snapshot
+from corpus_assets.tasks.types import (
+    DataSample,
+    GenerateContext,
+    InsufficientDataError,
+    Recipe,
+    Selection,
+)
+from corpus_assets.tasks.workers import (
+    Pool,
+    ProduceOrder,
+    Producer,
+    RecipeError,
+    RecipeSpec,
+    clean_chunk,
+    project_chunk,
+)
+
+MAX_RETRY_DELAY_S = 60.0
+EXECUTOR_FILES = (
+    "checkpoints.py",
+    "executor.py",
+    "files.py",
+    "jobdir.py",
+    "snapshot.py",
+    "types.py",
+    "workers.py",
+)
+Progress = Callable[[str], None]
+
+
+class JobCancelled(CorpusError):
+    """The job was cancelled between chunks; its folder records `cancelled` (resumable)."""
+
+    exit_code = 130
+
+
+class ExhaustedError(DataError):
+    """`max_batches` or `max_candidates` was reached before `select` could fill the target."""
+
+
+def retry_delay(base: float, attempt: int) -> float:
+    """The wait before retry `attempt` (0-based): `base` doubled each time, capped at 60 s."""
+    return float(min(base * 2.0**attempt, MAX_RETRY_DELAY_S))
+
+
+def retryable(exc: BaseException) -> bool:
+    """Only OSError (connection errors included), TimeoutError and our disk errors retry."""
+    return isinstance(exc, OSError | TimeoutError | TransientError)
+
+
+def executor_digest() -> str:
+    """sha256 over the executor's own source files (part of a job's resume identity)."""
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for name in EXECUTOR_FILES:
+        h.update(f"{name}\0{file_sha256(here / name)}\n".encode())
+    return h.hexdigest()
+
+
+def recipe_files(spec: RecipeSpec, recipe: Recipe) -> dict[str, str]:
+    """sha256 per file the recipe declares in `source_files()` (else its factory's module)."""
+    declared = getattr(recipe, "source_files", None)
+    if callable(declared):
+        paths = [Path(p).resolve() for p in declared()]
+    else:
+        module = inspect.getmodule(_factory_object(spec))
+        paths = [Path(inspect.getfile(module)).resolve()] if module else []
+    if not paths:
+        return {}
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise RecipeError(f"recipe source_files() names missing file(s): {', '.join(missing)}")
+    base = Path(os.path.commonpath([p.parent for p in paths]))
+    return {str(p.relative_to(base)): file_sha256(p) for p in sorted(paths)}
+
+
+def _factory_object(spec: RecipeSpec) -> Any:
+    from corpus_assets.tasks.factory import load_factory
+
+    return load_factory(spec.factory)
+
+
+def job_identity(config: LoadedJobConfig, spec: RecipeSpec, recipe: Recipe) -> dict[str, Any]:
+    """What a resumed job must find unchanged: config, declared files, recipe and executor code."""
+    return {
+        "config_sha256": config.sha256,
+        "inputs": _file_digests(config.model.inputs, config.inputs),
+        "exclusions": _file_digests(config.model.exclusions, config.exclusions),
+        "recipe_files": recipe_files(spec, recipe),
+        "executor": executor_digest(),
+    }
+
+
+def _file_digests(written: Sequence[str], paths: Sequence[Path]) -> dict[str, str]:
+    return {w: file_sha256(p) for w, p in zip(written, paths, strict=True)}
+
+
+def identity_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What differs between a stored identity and the current one, as short phrases."""
+    changes = []
+    if old.get("config_sha256") != new["config_sha256"]:
+        changes.append(
+            f"the job config (sha256 {str(old.get('config_sha256'))[:12]}… is now "
+            f"{new['config_sha256'][:12]}…)"
+        )
+    for key, what in (
+        ("inputs", "input"),
+        ("exclusions", "exclusion"),
+        ("recipe_files", "recipe source"),
+    ):
+        before, after = old.get(key) or {}, new[key]
+        for name in sorted(set(before) | set(after)):
+            if before.get(name) != after.get(name):
+                state = (
+                    "added" if name not in before else "removed" if name not in after else "changed"
+                )
+                changes.append(f"{what} file {name!r} {state}")
+    if old.get("executor") != new["executor"]:
+        changes.append("the executor's code (corpus_assets/tasks)")
+    return changes
+
+
+def read_exclusions(paths: Sequence[Path]) -> Iterator[str]:
+    """Task ids from JSONL exclusion files: each line an object with a string `task_id`."""
+    for path in paths:
+        with open(path, encoding="utf-8") as fh:
+            for number, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    doc = json.loads(line)
+                except ValueError:
+                    raise DataError(f"exclusion file {path} line {number}: not JSON") from None
+                if not isinstance(doc, dict) or not isinstance(doc.get("task_id"), str):
+                    raise DataError(
+                        f"exclusion file {path} line {number}: needs a top-level string "
+                        "'task_id' (a snapshot's public.jsonl works)"
+                    )
+                yield doc["task_id"]
+
+
+class DataJob:
+    """One data job in one folder; `run()` on the coordinator thread returns its snapshot."""
+
+    def __init__(
+        self,
+        config: LoadedJobConfig,
+        output: Path,
+        resume: bool = False,
+        cancel: threading.Event | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        if config.model.calibration is not None:
+            raise ConfigError(
+                "[calibration] is not supported yet (planned: task datasets part 2); "
+                "remove it to select without calibration"
+            )
+        self.config = config
+        self.model = config.model
+        self.execution = config.model.execution
+        self.output = output
+        self.resume = resume
+        self.cancel = cancel or threading.Event()
+        self.say = progress or (lambda line: None)
+        self.spec = RecipeSpec(config.model.recipe, dict(config.model.params))
+        self.recipe = self.spec.build()  # the coordinator's own instance: select, identity
+        self.identity = job_identity(config, self.spec, self.recipe)
+
+    # -- the whole job ---------------------------------------------------------------------
+
+    def run(self) -> Snapshot:
+        folder = JobFolder.open(self.output, self.resume)
+        try:
+            return self._run_locked(folder)
+        finally:
+            folder.release()
+
+    def _run_locked(self, folder: JobFolder) -> Snapshot:
+        if self.resume:
+            done = self._finished(folder)
+            if done is not None:
+                return done
+        else:
+            folder.write_config(self.config.raw)
+        folder.write_job(
+            "running",
+            partition_key=self.config.partition_key,
+            config_sha256=self.config.sha256,
+            identity=self.identity,
+        )
+        ckpt = Checkpoints(folder.work / "checkpoints.sqlite3")
+        self.folder, self.ckpt = folder, ckpt
+        try:
+            self._check_identity()
+            snapshot = self._with_retries()
+        except BaseException as exc:
+            state = "cancelled" if isinstance(exc, JobCancelled) else "failed"
+            folder.write_job(state, error=_one_line(exc), exit_code=_exit_code(exc))
+            raise
+        finally:
+            ckpt.close()
+        folder.write_job(
+            "succeeded", dataset_id=snapshot.dataset_id, dataset_path=str(snapshot.path)
+        )
+        return snapshot
+
+    def _finished(self, folder: JobFolder) -> Snapshot | None:
+        """A resumed job whose snapshot is published: verify and return it, doing no work."""
+        if not folder.dataset.is_dir():
+            return None
+        stored = folder.read_job().get("identity") or {}
+        changes = identity_changes(stored, self.identity)
+        if changes:
+            raise DataError(_changed_message(folder.path, changes))
+        snapshot = load_snapshot(folder.dataset)
+        folder.write_job(
+            "succeeded", dataset_id=snapshot.dataset_id, dataset_path=str(snapshot.path)
+        )
+        return snapshot
+
+    def _check_identity(self) -> None:
+        stored = self.ckpt.get("identity")
+        if stored is None:
+            self.ckpt.load_exclusions(read_exclusions(self.config.exclusions))
+            self.ckpt.put("identity", self.identity)
+            return
+        changes = identity_changes(stored, self.identity)
+        if changes:
+            raise DataError(_changed_message(self.folder.path, changes))
+
+    def _with_retries(self) -> Snapshot:
+        attempt = 0
+        while True:
+            try:
+                return self._attempt()
+            except BaseException as exc:
+                if not retryable(exc) or attempt >= self.execution.max_retries:
+                    if retryable(exc) and not isinstance(exc, TransientError):
+                        raise TransientError(
+                            f"{_one_line(exc)} (after {attempt + 1} attempt(s))"
+                        ) from exc
+                    raise
+                delay = retry_delay(self.execution.retry_delay, attempt)
+                self.say(f"tasks: {_one_line(exc)}; retry {attempt + 1} in {delay:g}s")
+                if self.cancel.wait(delay):
+                    raise JobCancelled("cancelled while waiting to retry") from None
+                attempt += 1
+
+    def _attempt(self) -> Snapshot:
+        pool = Pool(self.spec, self.execution.backend, self.execution.max_workers)
+        try:
+            if self.ckpt.get("selection") is None:
+                self._search(pool)
+            self._project(pool)
+        finally:
+            pool.close()
+        return self._publish()
+
+    # -- generate, clean, deduplicate, exclude, select -------------------------------------
+
+    def context(self, batch: int) -> GenerateContext:
+        return GenerateContext(
+            seed=self.model.seed,
+            batch_index=batch,
+            target_count=self.model.target_count,
+            purpose=self.model.purpose,
+            inputs=self.config.inputs,
+        )
+
+    def _search(self, pool: Pool) -> None:
+        """Batches until `select` succeeds, or a bound is reached (ExhaustedError)."""
+        searched = self.ckpt.get("searched")  # the last batch whose select asked for more
+        batch = 0 if searched is None else searched + 1
+        while True:
+            state = self.ckpt.batch(batch)
+            if not state.done:
+                self._generate(pool, batch, state.consumed)
+            self._write_batch_files(batch)
+            try:
+                selection = self.recipe.select(
+                    self.ckpt.pool(), self.ckpt.scores(), self.context(batch)
+                )
+            except InsufficientDataError as exc:
+                self._out_of_bounds(batch, exc)
+                self.ckpt.put("searched", batch)
+                batch += 1
+                continue
+            self._accept(selection, batch)
+            return
+
+    def _generate(self, pool: Pool, batch: int, consumed: int) -> None:
+        """Generate batch `batch`, cleaning and committing chunks after the first `consumed`."""
+        before = self.ckpt.generated_total() - consumed
+        order = ProduceOrder(
+            self.spec,
+            self.context(batch),
+            self.execution.batch_size,
+            skip=consumed,
+            limit=max(self.model.max_candidates - before, 0),
+        )
+        producer = Producer(order, self.execution.backend, self.cancel)
+        pending: deque[tuple[int, int, Future[Any]]] = deque()
+        end: tuple[Any, ...] | None = None
+        try:
+            for message in producer.messages():
+                if message[0] == "error":
+                    raise message[1]
+                if message[0] == "end":
+                    end = message
+                    break
+                _, start, payloads = message
+                pending.append((start, len(payloads), pool.submit(clean_chunk, payloads)))
+                while len(pending) > 2 * self.execution.max_workers:
+                    self._commit_clean(batch, *pending.popleft())
+            while pending and not self.cancel.is_set():
+                self._commit_clean(batch, *pending.popleft())
+            if self.cancel.is_set() or end is None:
+                raise JobCancelled(f"cancelled during batch {batch}")
+        finally:
+            for _, _, future in pending:
+                future.cancel()
+            producer.close()
+        self.ckpt.finish_batch(batch, end[1], end[2])
+
+    def _commit_clean(self, batch: int, start: int, count: int, future: Future[Any]) -> None:
+        cleaned = [None if d is None else DataSample.from_json(d) for d in future.result()]
+        self.ckpt.commit_chunk(batch, start + count, cleaned)
+        self._progress("generate", batch)
+        if self.cancel.is_set():
+            raise JobCancelled(f"cancelled during batch {batch}")
+
+    def _out_of_bounds(self, batch: int, exc: InsufficientDataError) -> None:
+        """Raise ExhaustedError when no further batch is allowed, naming the bound and counts."""
+        generated = self.ckpt.generated_total()
+        if generated >= self.model.max_candidates:
+            bound = f"max_candidates = {self.model.max_candidates}"
+        elif batch + 1 >= self.model.max_batches:
+            bound = f"max_batches = {self.model.max_batches}"
+        else:
+            return
+        totals = self._totals()
+        raise ExhaustedError(
+            f"ran out of candidates: {bound} reached after {batch + 1} batch(es) with "
+            f"{totals['generated']} generated, {totals['retained']} retained "
+            f"({totals['rejected']} rejected, {totals['duplicates']} duplicates, "
+            f"{totals['excluded']} excluded), target_count {self.model.target_count}; "
+            f"select said: {_one_line(exc)}"
+        )
+
+    def _accept(self, selection: Selection, batch: int) -> None:
+        """Check `select`'s answer and store it: exactly target_count distinct pooled ids."""
+        if not isinstance(selection, Selection):
+            raise RecipeError(f"select() returned a {type(selection).__name__}; allowed: Selection")
+        ids = list(selection.task_ids)
+        if len(ids) != self.model.target_count:
+            raise RecipeError(
+                f"select() chose {len(ids)} task(s); it must choose exactly target_count "
+                f"= {self.model.target_count}"
+            )
+        repeated = sorted({t for t in ids if ids.count(t) > 1}) if len(set(ids)) < len(ids) else []
+        if repeated:
+            raise RecipeError(f"select() chose task id(s) twice: {', '.join(repeated[:5])}")
+        try:
+            self.ckpt.samples_by_id(ids)
+        except KeyError as exc:
+            raise RecipeError(
+                f"select() chose {exc.args[0]!r}, which is not a retained candidate "
+                "(unknown, rejected, duplicate or excluded)"
+            ) from None
+        statistics = json.loads(canonical(dict(selection.statistics)))
+        self.ckpt.put("selection", {"task_ids": ids, "statistics": statistics, "batch": batch})
+        self._progress("select", batch)
+
+    def _write_batch_files(self, batch: int) -> None:
+        """`work/batch-N-candidates.jsonl` and `-public.jsonl`, rebuilt from the checkpoints."""
+        candidates = self.folder.work / f"batch-{batch}-candidates.jsonl"
+        public = self.folder.work / f"batch-{batch}-public.jsonl"
+        if candidates.exists() and public.exists():
+            return
+        with private_writer(candidates) as full, private_writer(public) as pub:
+            for payload in self.ckpt.batch_payloads(batch):
+                full.write(payload.encode("utf-8") + b"\n")
+                doc = json.loads(payload)
+                doc.pop("reference")
+                pub.write((canonical(doc) + "\n").encode("utf-8"))
+
+    # -- project and publish ---------------------------------------------------------------
+
+    def _project(self, pool: Pool) -> None:
+        """The selected samples' public, reference and training rows, committed in chunks."""
+        ids: list[str] = self.ckpt.get("selection")["task_ids"]
+        size = self.execution.batch_size
+        pending: deque[tuple[int, Future[Any]]] = deque()
+        try:
+            for start in range(self.ckpt.projected(), len(ids), size):
+                payloads = [s.to_json() for s in self.ckpt.samples_by_id(ids[start : start + size])]
+                pending.append((start, pool.submit(project_chunk, payloads)))
+                while len(pending) > 2 * self.execution.max_workers:
+                    self._commit_projection(*pending.popleft())
+            while pending:
+                self._commit_projection(*pending.popleft())
+        finally:
+            for _, future in pending:
+                future.cancel()
+
+    def _commit_projection(self, start: int, future: Future[Any]) -> None:
+        rows = future.result()
+        try:
+            self.ckpt.commit_projection(start, rows)
+        except (TypeError, ValueError) as exc:
+            raise RecipeError(f"training_row() returned a value that is not JSON: {exc}") from None
+        self._progress("project", None)
+        if self.cancel.is_set():
+            raise JobCancelled("cancelled while projecting")
+
+    def _publish(self) -> Snapshot:
+        """Write the snapshot in staging and publish it by one rename; verify it."""
+        if not self.folder.dataset.is_dir():
+            write_snapshot(
+                self.folder.staging,
+                self.folder.dataset,
+                self.ckpt.projection_rows(),
+                iter(()),
+                self.report(),
+                self.provenance(),
+            )
+        self._progress("published", None)
+        return load_snapshot(self.folder.dataset)
+
+    def report(self) -> dict[str, Any]:
+        """Counts per batch and in total, and what selection said (report.json)."""
+        selection = self.ckpt.get("selection")
+        return {
+            "target_count": self.model.target_count,
+            "purpose": self.model.purpose,
+            "calibrated": False,
+            "batches": [b.counts() for b in self.ckpt.batches()],
+            "totals": self._totals(),
+            "exclusion_ids": self.ckpt.excluded_count(),
+            "selection": {
+                "selected": len(selection["task_ids"]),
+                "after_batch": selection["batch"],
+                "statistics": selection["statistics"],
+            },
+        }
+
+    def provenance(self) -> dict[str, Any]:
+        """The manifest's provenance: config, code digests, declared sources, calibration."""
+        return {
+            "job": {
+                "name": self.config.name,
+                "partition_key": self.config.partition_key,
+                "config_sha256": self.config.sha256,
+            },
+            "config": identity_form(self.config.raw),
+            "code": {
+                "recipe": {"factory": self.spec.factory, "files": self.identity["recipe_files"]},
+                "calibrator": None,
+                "executor": self.identity["executor"],
+            },
+            "sources": {
+                "inputs": self.identity["inputs"],
+                "exclusions": self.identity["exclusions"],
+            },
+            "calibration": None,
+        }
+
+    # -- progress --------------------------------------------------------------------------
+
+    def _totals(self) -> dict[str, int]:
+        totals = dict.fromkeys(("generated", "rejected", "duplicates", "excluded", "retained"), 0)
+        for state in self.ckpt.batches():
+            for key, value in state.counts().items():
+                if key != "batch":
+                    totals[key] += value
+        return totals
+
+    def _progress(self, phase: str, batch: int | None) -> None:
+        totals = self._totals()
+        projected = self.ckpt.projected()
+        self.folder.write_progress(
+            {
+                "phase": phase,
+                "batch": batch,
+                "target_count": self.model.target_count,
+                "projected": projected,
+            }
+            | totals
+        )
+        where = f" batch {batch}" if batch is not None else ""
+        self.say(
+            f"tasks: {phase}{where}: {totals['generated']} generated, {totals['retained']} "
+            f"retained, {totals['duplicates']} duplicates, {totals['excluded']} excluded, "
+            f"{projected}/{self.model.target_count} projected"
+        )
+
+
+def _changed_message(path: Path, changes: list[str]) -> str:
+    return (
+        f"cannot resume {path}: its identity changed: {'; '.join(changes)}; "
+        "restore them or start a new job in a new folder"
+    )
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    if isinstance(exc, CorpusError):
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _exit_code(exc: BaseException) -> int:
+    return int(getattr(exc, "exit_code", 1))

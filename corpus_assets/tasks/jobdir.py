@@ -1,0 +1,99 @@
+"""A data job's folder: opening it new or for resume, its process lock, `job.json`, progress.
+
+DIR/.lock            flock'd by the running job (the kernel drops it when the process dies)
+DIR/job.json         state (running, succeeded, failed, cancelled) and the error line
+DIR/config.json      the job config as loaded
+DIR/progress.json    counts, rewritten as chunks commit
+DIR/work/            checkpoints.sqlite3 and the derived batch files
+DIR/dataset/         the published snapshot
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+from pathlib import Path
+from typing import Any
+
+from corpus_assets.core.errors import ConfigError, TransientError
+from corpus_assets.tasks.files import PRIVATE_FILE, private_dir, write_private_json
+
+STATES = ("running", "succeeded", "failed", "cancelled")
+
+
+class JobFolder:
+    """The folder of one data job, held under an exclusive process lock while open."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.work = path / "work"
+        self.dataset = path / "dataset"
+        self.staging = path / ".dataset.staging"
+        self.job_file = path / "job.json"
+        self._lock_fd: int | None = None
+
+    @classmethod
+    def open(cls, path: Path, resume: bool) -> JobFolder:
+        """A new job needs a new (or empty) folder; `resume` needs an existing job's folder."""
+        folder = cls(path.absolute())
+        if resume:
+            if not folder.job_file.is_file():
+                raise ConfigError(
+                    f"cannot resume {path}: no job.json there, so it is not a data job's folder; "
+                    "start a new job without --resume"
+                )
+        elif path.exists() and (not path.is_dir() or any(path.iterdir())):
+            raise ConfigError(
+                f"--output {path} already exists; a new job needs a new folder "
+                "(or pass --resume to continue the job there)"
+            )
+        private_dir(folder.path)
+        folder._lock()
+        private_dir(folder.work)
+        return folder
+
+    def _lock(self) -> None:
+        """Take DIR/.lock without waiting; a second job on the folder fails at once."""
+        lock = self.path / ".lock"
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                raise TransientError(
+                    f"job folder {self.path} is in use by another process (pid {holder}); "
+                    "wait for it to end or use another --output"
+                ) from None
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def release(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor drops the flock
+            self._lock_fd = None
+
+    def read_job(self) -> dict[str, Any]:
+        import json
+
+        try:
+            doc: dict[str, Any] = json.loads(self.job_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return doc
+
+    def write_job(self, state: str, **fields: Any) -> None:
+        """Rewrite job.json with `state` (one of STATES) and the given fields."""
+        assert state in STATES, state
+        doc = {k: v for k, v in self.read_job().items() if k not in ("error", "exit_code")}
+        write_private_json(self.job_file, doc | {"state": state, "pid": os.getpid()} | fields)
+
+    def write_config(self, raw: dict[str, Any]) -> None:
+        write_private_json(self.path / "config.json", raw)
+
+    def write_progress(self, progress: dict[str, Any]) -> None:
+        write_private_json(self.path / "progress.json", progress)

@@ -1,0 +1,130 @@
+"""Running a data job: `await run_data_job(...)` for Python, `run_command` for `corpus tasks`.
+
+The coordinator runs on its own thread with its own event loop, so the caller's event loop
+stays responsive while a job runs; cancelling the awaiting task (or SIGINT/SIGTERM for the
+command) sets one event that the coordinator checks between chunks. It then waits for its
+workers, closes the checkpoint database and records `cancelled`; a second signal changes
+nothing about that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from corpus_assets.core.errors import ConfigError
+from corpus_assets.tasks.config import LoadedJobConfig, load_job_config
+from corpus_assets.tasks.executor import DataJob, JobCancelled, Progress
+from corpus_assets.tasks.snapshot import Snapshot, export_hf_dataset
+
+SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+def _loaded(config: LoadedJobConfig | str | Path) -> LoadedJobConfig:
+    return config if isinstance(config, LoadedJobConfig) else load_job_config(config)
+
+
+def start_job(
+    config: LoadedJobConfig,
+    output: Path,
+    resume: bool,
+    cancel: threading.Event,
+    progress: Progress | None,
+    done: Callable[[Snapshot | None, BaseException | None], None],
+) -> threading.Thread:
+    """Run the job on a new coordinator thread (its own event loop); `done` gets the outcome."""
+
+    async def coordinate() -> Snapshot:
+        return DataJob(config, output, resume, cancel, progress).run()
+
+    def target() -> None:
+        try:
+            result = asyncio.run(coordinate())
+        except BaseException as exc:  # handed to the caller
+            done(None, exc)
+        else:
+            done(result, None)
+
+    thread = threading.Thread(target=target, name="task-coordinator", daemon=True)
+    thread.start()
+    return thread
+
+
+async def run_data_job(
+    config: LoadedJobConfig | str | Path,
+    output: str | Path,
+    resume: bool = False,
+    progress: Progress | None = None,
+) -> Snapshot:
+    """Run (or resume) a data job in `output` and return its verified snapshot."""
+    loaded = _loaded(config)
+    loop = asyncio.get_running_loop()
+    outcome: asyncio.Future[Snapshot] = loop.create_future()
+    cancel = threading.Event()
+
+    def done(result: Snapshot | None, exc: BaseException | None) -> None:
+        loop.call_soon_threadsafe(_settle, outcome, result, exc)
+
+    start_job(loaded, Path(output), resume, cancel, progress, done)
+    try:
+        return await asyncio.shield(outcome)
+    except asyncio.CancelledError:
+        cancel.set()
+        await asyncio.wait([outcome])  # the coordinator records `cancelled` and closes
+        raise
+
+
+def _settle(
+    future: asyncio.Future[Snapshot], result: Snapshot | None, exc: BaseException | None
+) -> None:
+    if future.done():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        assert result is not None
+        future.set_result(result)
+
+
+def run_command(
+    config_path: str, output: str, resume: bool, export_hf: str | None, progress: Progress
+) -> dict[str, Any]:
+    """`corpus tasks`: run the job, export it if asked, return the result line's fields."""
+    config = load_job_config(config_path)
+    if export_hf is not None and Path(export_hf).exists():
+        raise ConfigError(f"--export-hf {export_hf} already exists; choose a new folder")
+    cancel = threading.Event()
+    received: list[int] = []
+    outcome: list[Any] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        if received:
+            progress("tasks: already stopping; waiting for workers to finish their chunk")
+        else:
+            progress("tasks: stopping after the current chunk (the job stays resumable)")
+        received.append(signum)
+        cancel.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in SIGNAL_EXIT}
+    try:
+        thread = start_job(
+            config, Path(output), resume, cancel, progress, lambda r, e: outcome.append((r, e))
+        )
+        while thread.is_alive():
+            thread.join(0.2)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    snapshot, error = outcome[0]
+    if error is not None:
+        if isinstance(error, JobCancelled) and received:
+            error.exit_code = SIGNAL_EXIT[signal.Signals(received[0])]
+        raise error
+    result: dict[str, Any] = {"dataset_id": snapshot.dataset_id, "dataset_path": str(snapshot.path)}
+    if export_hf is not None:
+        result["training_dataset_path"] = str(export_hf_dataset(snapshot, Path(export_hf)))
+    return result

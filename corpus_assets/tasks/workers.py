@@ -1,0 +1,254 @@
+"""Where recipe code runs: a pool of thread or spawned-process workers, and one producer.
+
+Every worker builds its own recipe instance from the factory reference and params, so recipe
+state is never shared between threads or processes. The coordinator submits chunks and takes
+their results back in submission order, which is what makes the result independent of the
+number of workers and of the backend. Generation is one iterator per batch, so it runs in one
+producer (a thread, or a spawned process for the `process` backend) that streams chunks of
+samples through a bounded queue while the pool cleans earlier chunks.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from corpus_assets.core.errors import CorpusError
+from corpus_assets.tasks.factory import load_factory
+from corpus_assets.tasks.types import JSON, DataSample, GenerateContext, Recipe
+
+QUEUE_CHUNKS = 4  # chunks a producer may run ahead of the coordinator
+POLL_S = 0.2
+
+
+class RecipeError(CorpusError):
+    """The recipe broke the protocol (a wrong type, a value that is not JSON): not retried."""
+
+
+@dataclass(frozen=True)
+class RecipeSpec:
+    """How a worker builds its own recipe: the factory reference and its params."""
+
+    factory: str
+    params: dict[str, Any]
+
+    def build(self) -> Recipe:
+        recipe = load_factory(self.factory)(**self.params)
+        missing = [
+            name
+            for name in ("generate", "clean", "score", "select", "training_row")
+            if not callable(getattr(recipe, name, None))
+        ]
+        if missing:
+            raise RecipeError(
+                f"{self.factory} returned a {type(recipe).__name__} without "
+                f"{', '.join(missing)}; a recipe needs generate, clean, score, select, "
+                "training_row"
+            )
+        return recipe  # type: ignore[no-any-return]
+
+
+# -- per-worker recipe ---------------------------------------------------------------------
+
+_local = threading.local()
+
+
+def _init_worker(spec: RecipeSpec, ignore_sigint: bool) -> None:
+    """Pool initializer: this worker's own recipe (a process also leaves Ctrl-C to its parent)."""
+    if ignore_sigint:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _local.recipe = spec.build()
+
+
+def _recipe() -> Recipe:
+    recipe: Recipe = _local.recipe
+    return recipe
+
+
+def clean_chunk(payloads: list[dict[str, JSON]]) -> list[dict[str, JSON] | None]:
+    """Clean one chunk of samples in a worker: each one's cleaned JSON, or None if rejected."""
+    recipe = _recipe()
+    out: list[dict[str, JSON] | None] = []
+    for payload in payloads:
+        cleaned = recipe.clean(DataSample.from_json(payload))
+        if cleaned is not None and not isinstance(cleaned, DataSample):
+            raise RecipeError(
+                f"clean({payload.get('task_id')!r}) returned a {type(cleaned).__name__}; "
+                "allowed: a DataSample or None"
+            )
+        out.append(None if cleaned is None else cleaned.to_json())
+    return out
+
+
+def project_chunk(payloads: list[dict[str, JSON]]) -> list[tuple[dict, dict, dict]]:
+    """(public row, reference row, training row) for one chunk of selected samples."""
+    recipe = _recipe()
+    rows = []
+    for payload in payloads:
+        sample = DataSample.from_json(payload)
+        train = recipe.training_row(sample)
+        if not isinstance(train, dict):
+            raise RecipeError(
+                f"training_row({sample.task_id!r}) returned a {type(train).__name__}; "
+                "allowed: a JSON object (dict)"
+            )
+        reference = {"task_id": sample.task_id, "reference": sample.reference}
+        rows.append((sample.task.to_json(), reference, train))
+    return rows
+
+
+class Pool:
+    """`max_workers` thread or spawned-process workers, each with its own recipe."""
+
+    def __init__(self, spec: RecipeSpec, backend: str, max_workers: int) -> None:
+        self.executor: Executor
+        if backend == "process":
+            self.executor = ProcessPoolExecutor(
+                max_workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_init_worker,
+                initargs=(spec, True),
+            )
+        else:
+            self.executor = ThreadPoolExecutor(
+                max_workers,
+                thread_name_prefix="task-worker",
+                initializer=_init_worker,
+                initargs=(spec, False),
+            )
+
+    def submit(self, fn: Callable[[Any], Any], arg: Any) -> Future[Any]:
+        return self.executor.submit(fn, arg)
+
+    def close(self) -> None:
+        """Wait for running calls to end; calls not started are cancelled."""
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+
+# -- the producer --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProduceOrder:
+    """One batch to generate: skip what is committed, stop at `limit` samples in all."""
+
+    spec: RecipeSpec
+    context: GenerateContext
+    chunk_size: int
+    skip: int
+    limit: int
+
+
+def produce(order: ProduceOrder, put: Callable[[tuple[Any, ...]], bool]) -> None:
+    """Run `generate` and `put` ('chunk', start, payloads) ..., then ('end', count, truncated).
+
+    `put` returns False when the coordinator no longer listens: generation stops. Errors are
+    put as ('error', exc), so the coordinator raises them.
+    """
+    try:
+        recipe = order.spec.build()
+        count, chunk, start = 0, [], order.skip
+        samples = iter(recipe.generate(order.context))
+        truncated = False
+        for sample in samples:
+            if count == order.limit:
+                truncated = True
+                break
+            if not isinstance(sample, DataSample):
+                raise RecipeError(
+                    f"generate() yielded a {type(sample).__name__}; allowed: DataSample"
+                )
+            count += 1
+            if count <= order.skip:
+                continue
+            chunk.append(sample.to_json())
+            if len(chunk) == order.chunk_size:
+                if not put(("chunk", start, chunk)):
+                    return
+                start, chunk = start + len(chunk), []
+        if chunk and not put(("chunk", start, chunk)):
+            return
+        put(("end", count, truncated))
+    except BaseException as exc:  # every failure travels to the coordinator
+        put(("error", exc))
+
+
+def _produce_in_process(order: ProduceOrder, channel: Any) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def put(message: tuple[Any, ...]) -> bool:
+        channel.put(message)
+        return True
+
+    produce(order, put)
+
+
+class Producer:
+    """One batch's generation on a thread or in a spawned process; iterate its messages."""
+
+    def __init__(self, order: ProduceOrder, backend: str, stopping: threading.Event) -> None:
+        self._stopping = stopping
+        self._process: Any = None
+        if backend == "process":
+            ctx = multiprocessing.get_context("spawn")
+            self._queue: Any = ctx.Queue(QUEUE_CHUNKS)
+            self._process = ctx.Process(
+                target=_produce_in_process, args=(order, self._queue), daemon=True
+            )
+            self._process.start()
+        else:
+            self._queue = queue.Queue(QUEUE_CHUNKS)
+            self._abandoned = threading.Event()
+            self._thread = threading.Thread(
+                target=produce, args=(order, self._put), name="task-producer", daemon=True
+            )
+            self._thread.start()
+
+    def _put(self, message: tuple[Any, ...]) -> bool:
+        while not self._abandoned.is_set():
+            try:
+                self._queue.put(message, timeout=POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def messages(self) -> Iterator[tuple[Any, ...]]:
+        """Chunks, then ('end', ...) or ('error', exc); stops early when `stopping` is set."""
+        while not self._stopping.is_set():
+            try:
+                message: tuple[Any, ...] = self._queue.get(timeout=POLL_S)
+            except queue.Empty:
+                if self._process is None or self._process.is_alive():
+                    continue
+                message = self._last_words()
+            yield message
+            if message[0] != "chunk":
+                return
+
+    def _last_words(self) -> tuple[Any, ...]:
+        """What a finished producer process left in the queue, else its death as an error."""
+        try:
+            message: tuple[Any, ...] = self._queue.get(timeout=POLL_S)
+        except queue.Empty:
+            code = self._process.exitcode
+            return ("error", RecipeError(f"the generation process died (exit code {code})"))
+        return message
+
+    def close(self) -> None:
+        """Stop generation and wait for the producer to be gone."""
+        if self._process is not None:
+            if self._process.is_alive():
+                self._process.terminate()
+            self._process.join()
+            self._queue.close()
+            self._queue.join_thread()
+        else:
+            self._abandoned.set()
+            self._thread.join()
