@@ -18,7 +18,7 @@ from typing import Any, overload
 
 from corpus_assets.core.errors import DataError
 from corpus_assets.tasks.files import PRIVATE_FILE, jsonl_line
-from corpus_assets.tasks.types import JSON, DataSample
+from corpus_assets.tasks.types import JSON, DataSample, ProjectedRow
 
 SCHEMA_VERSION = 1
 PAGE = 512  # rows fetched per round trip when streaming the pool
@@ -279,7 +279,7 @@ class Checkpoints:
     def projected(self) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM projection").fetchone()[0])
 
-    def commit_projection(self, start: int, rows: Sequence[tuple[dict, dict, dict]]) -> None:
+    def commit_projection(self, start: int, rows: Sequence[ProjectedRow]) -> None:
         """One projection chunk: rows `start ..` of (public, reference, train), atomically."""
         with self.transaction():
             self.db.executemany(
@@ -291,7 +291,7 @@ class Checkpoints:
                 ),
             )
 
-    def projection_rows(self) -> Iterator[tuple[dict, dict, dict]]:
+    def projection_rows(self) -> Iterator[ProjectedRow]:
         cursor = self.db.execute("SELECT public, reference, train FROM projection ORDER BY row")
         while rows := cursor.fetchmany(PAGE):
             for public, ref, train in rows:

@@ -126,5 +126,7 @@ def run_command(
         raise error
     result: dict[str, Any] = {"dataset_id": snapshot.dataset_id, "dataset_path": str(snapshot.path)}
     if export_hf is not None:
-        result["training_dataset_path"] = str(export_hf_dataset(snapshot, Path(export_hf).absolute()))
+        result["training_dataset_path"] = str(
+            export_hf_dataset(snapshot, Path(export_hf).absolute())
+        )
     return result

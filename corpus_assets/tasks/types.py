@@ -15,6 +15,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 Purpose = Literal["harness", "model", "joint"]
 PURPOSES: tuple[Purpose, ...] = ("harness", "model", "joint")
 JSON = Any  # a value that json.dumps accepts: dict, list, str, int, float, bool, None
+Row = dict[str, JSON]  # one JSON object: a line of a snapshot's JSONL files
+ProjectedRow = tuple[Row, Row, Row]  # a selected task's public, reference and training rows
 
 
 class InsufficientDataError(Exception):

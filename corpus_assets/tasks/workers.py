@@ -21,7 +21,7 @@ from typing import Any
 
 from corpus_assets.core.errors import CorpusError
 from corpus_assets.tasks.factory import load_factory
-from corpus_assets.tasks.types import JSON, DataSample, GenerateContext, Recipe
+from corpus_assets.tasks.types import JSON, DataSample, GenerateContext, ProjectedRow, Recipe
 
 QUEUE_CHUNKS = 4  # chunks a producer may run ahead of the coordinator
 POLL_S = 0.2
@@ -86,7 +86,7 @@ def clean_chunk(payloads: list[dict[str, JSON]]) -> list[dict[str, JSON] | None]
     return out
 
 
-def project_chunk(payloads: list[dict[str, JSON]]) -> list[tuple[dict, dict, dict]]:
+def project_chunk(payloads: list[dict[str, JSON]]) -> list[ProjectedRow]:
     """(public row, reference row, training row) for one chunk of selected samples."""
     recipe = _recipe()
     rows = []

@@ -38,8 +38,16 @@ def sample(task_id: str, text: str, answer: str = "1") -> dict[str, Any]:
     return {"id": task_id, "input": {"text": text}, "answer": answer, "metadata": {}}
 
 
-TOP_LEVEL = {"target_count", "max_batches", "max_candidates", "exclusions", "inputs",
-             "execution", "calibration", "seed"}
+TOP_LEVEL = {
+    "target_count",
+    "max_batches",
+    "max_candidates",
+    "exclusions",
+    "inputs",
+    "execution",
+    "calibration",
+    "seed",
+}
 
 
 def write_config(folder: Path, name: str = "job.json", **fields: Any) -> Path:
@@ -81,7 +89,13 @@ def test_example_job_publishes_a_verified_owner_only_snapshot_and_exports_it(
     tmp_path: Path,
 ) -> None:
     out = corpus(
-        "tasks", "--config", str(EXAMPLE), "--output", "job", "--export-hf", "job-hf",
+        "tasks",
+        "--config",
+        str(EXAMPLE),
+        "--output",
+        "job",
+        "--export-hf",
+        "job-hf",
         cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr
@@ -92,8 +106,14 @@ def test_example_job_publishes_a_verified_owner_only_snapshot_and_exports_it(
         assert (job / name).is_file(), name
     names = sorted(p.name for p in dataset.iterdir())
     assert names == sorted(
-        ["public.jsonl", "references.jsonl", "train.jsonl", "probes.jsonl", "report.json",
-         "manifest.json"]
+        [
+            "public.jsonl",
+            "references.jsonl",
+            "train.jsonl",
+            "probes.jsonl",
+            "report.json",
+            "manifest.json",
+        ]
     )
     for path in [job, *job.rglob("*")]:
         mode = stat.S_IMODE(path.stat().st_mode)
@@ -121,21 +141,32 @@ def test_example_job_publishes_a_verified_owner_only_snapshot_and_exports_it(
 def test_python_m_runs_the_same_command(tmp_path: Path) -> None:
     env = os.environ | {"PYTHONPATH": str(REPO)}
     a = subprocess.run(
-        [sys.executable, "-m", "corpus_assets.tasks", "--config", str(EXAMPLE), "--output",
-         str(tmp_path / "a")],
-        capture_output=True, text=True, env=env, timeout=300, check=False,
+        [
+            sys.executable,
+            "-m",
+            "corpus_assets.tasks",
+            "--config",
+            str(EXAMPLE),
+            "--output",
+            str(tmp_path / "a"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
     )
     assert a.returncode == 0, a.stderr
     b = corpus("tasks", "--config", str(EXAMPLE), "--output", str(tmp_path / "b"))
-    assert json.loads(a.stdout.splitlines()[-1])["dataset_id"] == json.loads(
-        b.stdout.splitlines()[-1]
-    )["dataset_id"]
+    assert (
+        json.loads(a.stdout.splitlines()[-1])["dataset_id"]
+        == json.loads(b.stdout.splitlines()[-1])["dataset_id"]
+    )
 
 
 @pytest.mark.parametrize(
     ("backend", "workers", "batch_size"),
-    [("thread", 2, 5), ("thread", 4, 256), ("process", 1, 9), ("process", 2, 5),
-     ("process", 4, 3)],
+    [("thread", 2, 5), ("thread", 4, 256), ("process", 1, 9), ("process", 2, 5), ("process", 4, 3)],
 )
 def test_any_worker_count_backend_and_chunk_size_give_the_same_snapshot(
     tmp_path: Path, backend: str, workers: int, batch_size: int
@@ -166,19 +197,25 @@ def test_duplicates_rejections_and_exclusions_are_counted_per_batch(tmp_path: Pa
         [sample("a", "A"), sample("b", "B"), sample("c", "C")],
     ]
     config = write_config(
-        tmp_path, batches=batches, reject=["r"], need=3, target_count=3,
+        tmp_path,
+        batches=batches,
+        reject=["r"],
+        need=3,
+        target_count=3,
         exclusions=[exclusions.name],
     )
     snapshot = run_job(config, tmp_path / "out")
     report = json.loads((snapshot.path / "report.json").read_text())
     assert report["batches"] == [
-        {"batch": 0, "generated": 4, "rejected": 1, "duplicates": 1, "excluded": 1,
-         "retained": 1},
-        {"batch": 1, "generated": 3, "rejected": 0, "duplicates": 1, "excluded": 0,
-         "retained": 2},
+        {"batch": 0, "generated": 4, "rejected": 1, "duplicates": 1, "excluded": 1, "retained": 1},
+        {"batch": 1, "generated": 3, "rejected": 0, "duplicates": 1, "excluded": 0, "retained": 2},
     ]
     assert report["totals"] == {
-        "generated": 7, "rejected": 1, "duplicates": 2, "excluded": 1, "retained": 3
+        "generated": 7,
+        "rejected": 1,
+        "duplicates": 2,
+        "excluded": 1,
+        "retained": 3,
     }
     assert [t.task_id for t in snapshot.public_tasks()] == ["a", "b", "c"]
     assert report["selection"]["statistics"] == {"pool_type": "CandidatePool", "scores": 0}
@@ -258,8 +295,11 @@ def test_max_candidates_stops_generation_at_that_count(tmp_path: Path) -> None:
     batches = [[sample(f"s{i}", f"S{i}") for i in range(5)] for _ in range(1)]
     batches.append([sample(f"t{i}", f"T{i}") for i in range(5)])
     config = write_config(tmp_path, batches=batches, need=9, max_candidates=7, max_batches=5)
-    with pytest.raises(ExhaustedError, match=r"max_candidates = 7 reached after 2 batch\(es\) "
-                       r"with 7 generated, 7 retained"):
+    with pytest.raises(
+        ExhaustedError,
+        match=r"max_candidates = 7 reached after 2 batch\(es\) "
+        r"with 7 generated, 7 retained",
+    ):
         run_job(config, tmp_path / "out")
 
 
@@ -293,14 +333,15 @@ def test_retry_delay_doubles_from_the_base_and_is_capped() -> None:
 
 
 @pytest.mark.parametrize("kind", ["OSError", "TimeoutError", "ConnectionResetError"])
-def test_os_and_timeout_errors_are_retried_and_the_job_succeeds(
-    tmp_path: Path, kind: str
-) -> None:
+def test_os_and_timeout_errors_are_retried_and_the_job_succeeds(tmp_path: Path, kind: str) -> None:
     counter, log = tmp_path / "raised.txt", tmp_path / "calls.txt"
     batches = [[sample(f"s{i}", f"S{i}") for i in range(6)]]
     config = write_config(
-        tmp_path, batches=batches, fail={"kind": kind, "times": 2, "counter": str(counter)},
-        log=str(log), execution={"max_retries": 2, "retry_delay": 0.01, "batch_size": 2},
+        tmp_path,
+        batches=batches,
+        fail={"kind": kind, "times": 2, "counter": str(counter)},
+        log=str(log),
+        execution={"max_retries": 2, "retry_delay": 0.01, "batch_size": 2},
     )
     snapshot = run_job(config, tmp_path / "out")
     assert len(counter.read_text().splitlines()) == 2
@@ -312,7 +353,8 @@ def test_os_and_timeout_errors_are_retried_and_the_job_succeeds(
 def test_retries_stop_at_max_retries_with_a_transient_exit(tmp_path: Path) -> None:
     counter = tmp_path / "raised.txt"
     config = write_config(
-        tmp_path, batches=[[sample("a", "A"), sample("b", "B")]],
+        tmp_path,
+        batches=[[sample("a", "A"), sample("b", "B")]],
         fail={"kind": "OSError", "times": 10, "counter": str(counter)},
         execution={"max_retries": 2, "retry_delay": 0.01},
     )
@@ -326,7 +368,8 @@ def test_retries_stop_at_max_retries_with_a_transient_exit(tmp_path: Path) -> No
 def test_other_errors_are_never_retried(tmp_path: Path) -> None:
     counter = tmp_path / "raised.txt"
     config = write_config(
-        tmp_path, batches=[[sample("a", "A"), sample("b", "B")]],
+        tmp_path,
+        batches=[[sample("a", "A"), sample("b", "B")]],
         fail={"kind": "ValueError", "times": 10, "counter": str(counter)},
         execution={"max_retries": 5, "retry_delay": 0.01},
     )
@@ -340,7 +383,10 @@ def test_committed_chunks_are_reused_by_a_retry(tmp_path: Path) -> None:
     counter, log = tmp_path / "raised.txt", tmp_path / "calls.txt"
     batches = [[sample(f"s{i}", f"S{i}") for i in range(6)]]
     config = write_config(
-        tmp_path, batches=batches, log=str(log), target_count=6,
+        tmp_path,
+        batches=batches,
+        log=str(log),
+        target_count=6,
         fail={"kind": "OSError", "times": 1, "counter": str(counter), "on": "s4"},
         execution={"max_retries": 1, "retry_delay": 0.01, "batch_size": 2},
     )
@@ -360,9 +406,7 @@ def test_a_new_job_needs_a_new_folder_and_resume_needs_a_job_folder(tmp_path: Pa
     assert out.returncode == 64
     assert "already exists" in out.stderr and "--resume" in out.stderr
     assert (tmp_path / "taken" / "file").read_text() == "mine"
-    out = corpus(
-        "tasks", "--config", str(EXAMPLE), "--output", str(tmp_path / "taken"), "--resume"
-    )
+    out = corpus("tasks", "--config", str(EXAMPLE), "--output", str(tmp_path / "taken"), "--resume")
     assert out.returncode == 64
     assert "not a data job's folder" in out.stderr
 
@@ -394,9 +438,7 @@ def test_unknown_keys_and_calibration_fail_before_any_file_is_written(tmp_path: 
     out = corpus("tasks", "--config", str(bad), "--output", str(tmp_path / "out"))
     assert out.returncode == 64
     assert "unknown key 'workers' in [execution]; allowed: max_workers" in out.stderr
-    calibrated = write_config(
-        tmp_path, "cal.json", calibration={"implementation": "x.y:z"}
-    )
+    calibrated = write_config(tmp_path, "cal.json", calibration={"implementation": "x.y:z"})
     with pytest.raises(ConfigError, match="calibration"):
         run_job(calibrated, tmp_path / "out")
     assert not (tmp_path / "out").exists()
@@ -405,7 +447,12 @@ def test_unknown_keys_and_calibration_fail_before_any_file_is_written(tmp_path: 
 def test_an_existing_export_folder_is_refused_before_the_job_runs(tmp_path: Path) -> None:
     (tmp_path / "hf").mkdir()
     out = corpus(
-        "tasks", "--config", str(EXAMPLE), "--output", str(tmp_path / "out"), "--export-hf",
+        "tasks",
+        "--config",
+        str(EXAMPLE),
+        "--output",
+        str(tmp_path / "out"),
+        "--export-hf",
         str(tmp_path / "hf"),
     )
     assert out.returncode == 64
