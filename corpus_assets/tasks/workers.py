@@ -11,9 +11,11 @@ samples through a bounded queue while the pool cleans earlier chunks.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import queue
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,6 +27,8 @@ from corpus_assets.tasks.types import JSON, DataSample, GenerateContext, Project
 
 QUEUE_CHUNKS = 4  # chunks a producer may run ahead of the coordinator
 POLL_S = 0.2
+ORPHAN_POLL_S = 0.5
+EXIT_ORPHANED = 70  # a worker whose coordinator died
 
 
 class RecipeError(CorpusError):
@@ -59,11 +63,29 @@ class RecipeSpec:
 _local = threading.local()
 
 
-def _init_worker(spec: RecipeSpec, ignore_sigint: bool) -> None:
-    """Pool initializer: this worker's own recipe (a process also leaves Ctrl-C to its parent)."""
-    if ignore_sigint:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _init_worker(spec: RecipeSpec, in_process: bool) -> None:
+    """Pool initializer: this worker's own recipe; a process also leaves Ctrl-C to its parent
+    and exits when its parent is gone."""
+    if in_process:
+        _child_of_coordinator()
     _local.recipe = spec.build()
+
+
+def _child_of_coordinator() -> None:
+    """In a spawned worker: ignore SIGINT (the coordinator stops us) and die with the parent.
+
+    A coordinator killed with SIGKILL cannot stop its workers, and a worker blocked on its
+    queue would wait for ever; a watchdog thread sees the parent change and exits.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(ORPHAN_POLL_S)
+        os._exit(EXIT_ORPHANED)
+
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
 
 
 def _recipe() -> Recipe:
@@ -180,7 +202,7 @@ def produce(order: ProduceOrder, put: Callable[[tuple[Any, ...]], bool]) -> None
 
 
 def _produce_in_process(order: ProduceOrder, channel: Any) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _child_of_coordinator()
 
     def put(message: tuple[Any, ...]) -> bool:
         channel.put(message)

@@ -473,3 +473,72 @@ def test_a_second_job_on_a_locked_folder_fails_at_once(tmp_path: Path) -> None:
             run_job(config, out, resume=True)
     finally:
         os.close(fd)
+
+
+def _children(pid: int) -> list[int]:
+    """Pids whose parent is `pid` (read from /proc)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == pid:
+                found.append(int(proc.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+@pytest.mark.timeout(180)
+def test_worker_processes_exit_when_the_coordinator_is_killed(tmp_path: Path) -> None:
+    """SIGKILL of `corpus tasks` alone: its spawned producer and workers must not linger."""
+    import signal
+    import time
+
+    config = tmp_path / "big.yaml"
+    config.write_text(
+        EXAMPLE.read_text()
+        .replace("candidate_count: 64", "candidate_count: 400000")
+        .replace("maximum_per_recipe: 1000", "maximum_per_recipe: 400000")
+        + "max_candidates: 400000\nexecution:\n  backend: process\n  max_workers: 2\n"
+    )
+    env = os.environ | {"PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "corpus_assets.cli",
+            "tasks",
+            "--config",
+            str(config),
+            "--output",
+            str(tmp_path / "out"),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while (tmp_path / "out" / "progress.json").exists() is False:
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        workers = _children(proc.pid)
+        assert len(workers) >= 3  # two pool workers and the producer (and a resource tracker)
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(30) == -signal.SIGKILL
+        deadline = time.monotonic() + 30
+        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [pid for pid in workers if _alive(pid)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
