@@ -66,7 +66,7 @@ class _Alignment:
         self.probes = 0
 
     def row(self, public: Any, reference: Any, train: Any) -> None:
-        """Check row triple number len(index)+1; ValueError naming the file and row."""
+        """Check the next row triple; ValueError naming the file and row."""
         number = len(self.index) + 1
         task_id = _task_id(public, PUBLIC, number)
         if not isinstance(public, dict) or set(public) != PUBLIC_KEYS:
