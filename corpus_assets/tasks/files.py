@@ -1,4 +1,9 @@
-"""TEMPORARY stand-in (the helper's version replaces it at merge)."""
+"""Owner-only crash-safe files: 0700 folders, 0600 files, temp name + fsync + rename.
+
+Task datasets hold private references, so every folder and file a job writes is readable by its
+owner only, whatever the umask. `jsonl_line` is the one canonical row form of every JSONL file of
+a snapshot: byte-identical snapshots depend on it.
+"""
 
 from __future__ import annotations
 
@@ -16,17 +21,23 @@ PRIVATE_FILE = 0o600
 
 
 def private_dir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    path.chmod(PRIVATE_DIR)
+    """Create `path` (and its parents) and make it owner-only, also when it existed."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        os.chmod(path, PRIVATE_DIR)
+    except OSError as exc:
+        raise disk_error(exc, path) from exc
     return path
 
 
 @contextmanager
 def private_writer(path: Path) -> Iterator[IO[bytes]]:
+    """Yield a 0600 binary file at a temp name beside `path`; on success fsync and rename it in."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
+        tmp.unlink(missing_ok=True)  # a leftover of a crashed writer with this pid
         fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, PRIVATE_FILE)
-        os.fchmod(fd, PRIVATE_FILE)
+        os.fchmod(fd, PRIVATE_FILE)  # the umask must not matter
         with os.fdopen(fd, "wb") as fh:
             yield fh
             fh.flush()
@@ -42,15 +53,18 @@ def private_writer(path: Path) -> Iterator[IO[bytes]]:
 
 
 def write_private(path: Path, data: bytes) -> None:
+    """Write `data` to `path` as an owner-only file, crash-safely."""
     with private_writer(path) as fh:
         fh.write(data)
 
 
 def write_private_json(path: Path, obj: Any) -> None:
+    """Write `obj` as stable JSON (sorted keys, indent 1, trailing newline), owner-only."""
     write_private(path, dump_json(obj))
 
 
 def jsonl_line(obj: Any) -> bytes:
+    """The canonical JSONL row: sorted keys, no spaces, UTF-8 unescaped, no NaN, one newline."""
     text = json.dumps(
         obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     )

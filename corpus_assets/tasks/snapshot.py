@@ -1,112 +1,453 @@
-"""TEMPORARY stand-in (the helper's version replaces it at merge)."""
+"""The snapshot: aligned JSONL files and a manifest, written in staging, published by one rename.
+
+`write_snapshot` streams the rows into `public.jsonl`, `references.jsonl` and `train.jsonl`,
+digesting as it goes, then writes `probes.jsonl`, `report.json` and, last, `manifest.json`.
+`load_snapshot` re-digests every file, recomputes the `dataset_id` and checks the row alignment;
+any problem is one `DataError` line naming the file. `export_hf_dataset` writes the training
+rows as a `datasets` dataset to a new folder.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from corpus_assets.core.config import canon, sha256_hex
 from corpus_assets.core.errors import ConfigError, DataError
-from corpus_assets.core.store.atomic import dump_json, fsync_dir
-from corpus_assets.tasks.files import jsonl_line, private_dir, private_writer, write_private
-from corpus_assets.tasks.types import PublicTask
+from corpus_assets.core.store.atomic import disk_error, dump_json, fsync_dir, fsync_tree
+from corpus_assets.tasks.files import (
+    PRIVATE_DIR,
+    PRIVATE_FILE,
+    jsonl_line,
+    private_dir,
+    private_writer,
+    write_private_json,
+)
+from corpus_assets.tasks.types import JSON, PublicTask
 
-DATA_FILES = ("public.jsonl", "references.jsonl", "train.jsonl", "probes.jsonl", "report.json")
+PUBLIC = "public.jsonl"
+REFERENCES = "references.jsonl"
+TRAIN = "train.jsonl"
+PROBES = "probes.jsonl"
+REPORT = "report.json"
+DATA_FILES = (PUBLIC, REFERENCES, TRAIN, PROBES, REPORT)
+JSONL_FILES = (PUBLIC, REFERENCES, TRAIN, PROBES)
+ALIGNED_FILES = (PUBLIC, REFERENCES, TRAIN)
 MANIFEST = "manifest.json"
+SNAPSHOT_FORMAT = 1
+RESERVED_KEYS = ("format", "dataset_id", "rows", "files")
+PUBLIC_KEYS = frozenset({"task_id", "input", "metadata"})
+REFERENCE_KEYS = frozenset({"task_id", "reference"})
+EXPORT_SOURCE = "corpus_source.json"
+CHUNK = 1 << 20
 
 
-def dataset_id_of(d: Mapping[str, str]) -> str:
-    return sha256_hex(canon({n: d[n] for n in DATA_FILES}))
+def dataset_id_of(file_digests: Mapping[str, str]) -> str:
+    """The content identity: sha256 of the canonical JSON of `{name: sha256}` of DATA_FILES."""
+    missing = [name for name in DATA_FILES if name not in file_digests]
+    if missing:
+        raise ValueError(f"no sha256 for {', '.join(missing)}; need all of {', '.join(DATA_FILES)}")
+    return sha256_hex(canon({name: file_digests[name] for name in DATA_FILES}))
+
+
+class _Alignment:
+    """Row checks shared by writing and loading: aligned ids, distinct ids, ordered probes."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+        self.last_probe: tuple[int, int] = (-1, -1)
+        self.probes = 0
+
+    def row(self, public: Any, reference: Any, train: Any) -> None:
+        """Check the next row triple; ValueError naming the file and row."""
+        number = len(self.index) + 1
+        task_id = _task_id(public, PUBLIC, number)
+        if not isinstance(public, dict) or set(public) != PUBLIC_KEYS:
+            raise ValueError(f"{PUBLIC} row {number}: keys must be {sorted(PUBLIC_KEYS)}")
+        if not isinstance(public["metadata"], dict):
+            raise ValueError(f"{PUBLIC} row {number}: metadata must be an object")
+        if task_id in self.index:
+            first = self.index[task_id] + 1
+            raise ValueError(f"{PUBLIC} row {number}: duplicate task_id {task_id!r} (row {first})")
+        ref_id = _task_id(reference, REFERENCES, number)
+        if set(reference) != REFERENCE_KEYS:
+            raise ValueError(f"{REFERENCES} row {number}: keys must be {sorted(REFERENCE_KEYS)}")
+        _same_id(ref_id, task_id, REFERENCES, number)
+        if not isinstance(train, dict):
+            raise ValueError(f"{TRAIN} row {number}: not a JSON object")
+        if "task_id" in train:
+            _same_id(train["task_id"], task_id, TRAIN, number)
+        self.index[task_id] = number - 1
+
+    def probe(self, probe: Any) -> None:
+        """Check the next probe row: a public task id, probes in (public order, repeat) order."""
+        self.probes += 1
+        number = self.probes
+        task_id = _task_id(probe, PROBES, number)
+        if task_id not in self.index:
+            raise ValueError(f"{PROBES} row {number}: task_id {task_id!r} is not in {PUBLIC}")
+        repeat = probe.get("repeat")
+        if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 0:
+            raise ValueError(f"{PROBES} row {number}: repeat must be an integer >= 0")
+        key = (self.index[task_id], repeat)
+        if key <= self.last_probe:
+            raise ValueError(
+                f"{PROBES} row {number}: out of order (want {PUBLIC} order, then repeat)"
+            )
+        self.last_probe = key
+
+
+def _task_id(row: Any, name: str, number: int) -> str:
+    """The row's string task_id, else ValueError naming the file and row."""
+    if not isinstance(row, dict) or not isinstance(row.get("task_id"), str):
+        raise ValueError(f"{name} row {number}: no string task_id")
+    task_id: str = row["task_id"]
+    return task_id
+
+
+def _same_id(found: object, want: str, name: str, number: int) -> None:
+    if found != want:
+        raise ValueError(f"{name} row {number}: task_id {found!r} does not match {PUBLIC} {want!r}")
+
+
+class _DigestWriter:
+    """Counts bytes and rows and digests what goes into one open file."""
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        self.fh = fh
+        self.sha = hashlib.sha256()
+        self.bytes = 0
+        self.rows = 0
+
+    def write_row(self, row: Any) -> None:
+        data = jsonl_line(row)
+        self.fh.write(data)
+        self.sha.update(data)
+        self.bytes += len(data)
+        self.rows += 1
+
+    def entry(self) -> dict[str, JSON]:
+        return {"sha256": self.sha.hexdigest(), "bytes": self.bytes, "rows": self.rows}
 
 
 def write_snapshot(
     staging: Path,
     final: Path,
-    rows: Iterable[tuple[dict, dict, dict]],
-    probes: Iterable[dict],
-    report: Mapping[str, Any],
-    provenance: Mapping[str, Any],
-) -> dict[str, Any]:
-    if final.exists():
-        raise ConfigError(f"{final} exists")
-    import shutil
-
-    if staging.exists():
+    rows: Iterable[tuple[dict[str, JSON], dict[str, JSON], dict[str, JSON]]],
+    probes: Iterable[dict[str, JSON]],
+    report: Mapping[str, JSON],
+    provenance: Mapping[str, JSON],
+) -> dict[str, JSON]:
+    """Write a snapshot in `staging`, manifest last, and publish it as `final`; the manifest."""
+    reserved = sorted(set(RESERVED_KEYS) & set(provenance))
+    if reserved:
+        raise ValueError(f"provenance must not set {', '.join(reserved)} (the manifest's own keys)")
+    _refuse_existing(final)
+    if staging.exists():  # left over from a crash
         shutil.rmtree(staging)
     private_dir(staging)
-    files: dict[str, Any] = {}
-    names = ("public.jsonl", "references.jsonl", "train.jsonl")
-    hs = [hashlib.sha256() for _ in names]
-    n = 0
-    with (
-        private_writer(staging / names[0]) as a,
-        private_writer(staging / names[1]) as b,
-        private_writer(staging / names[2]) as c,
-    ):
-        for row in rows:
-            for fh, h, obj in zip((a, b, c), hs, row):
-                line = jsonl_line(obj)
-                fh.write(line)
-                h.update(line)
-            n += 1
-    for name, h in zip(names, hs):
-        files[name] = {"sha256": h.hexdigest(), "rows": n}
-    pl = b"".join(jsonl_line(p) for p in probes)
-    write_private(staging / "probes.jsonl", pl)
-    files["probes.jsonl"] = {"sha256": hashlib.sha256(pl).hexdigest()}
-    rep = dump_json(dict(report))
-    write_private(staging / "report.json", rep)
-    files["report.json"] = {"sha256": hashlib.sha256(rep).hexdigest()}
-    did = dataset_id_of({k: v["sha256"] for k, v in files.items()})
-    manifest = {"format": 1, "dataset_id": did, "rows": n, "files": files, **provenance}
-    write_private(staging / MANIFEST, dump_json(manifest))
-    os.replace(staging, final)
-    fsync_dir(final.parent)
+    alignment = _Alignment()
+    files = _write_rows(staging, rows, alignment)
+    files[PROBES] = _write_probes(staging, probes, alignment)
+    report_bytes = dump_json(dict(report))
+    _write_file(staging / REPORT, report_bytes)
+    files[REPORT] = {"sha256": sha256_hex(report_bytes), "bytes": len(report_bytes)}
+    digests = {name: str(entry["sha256"]) for name, entry in files.items()}
+    manifest: dict[str, JSON] = {
+        "format": SNAPSHOT_FORMAT,
+        "dataset_id": dataset_id_of(digests),
+        "rows": len(alignment.index),
+        "files": {name: files[name] for name in DATA_FILES},
+        **provenance,
+    }
+    _write_file(staging / MANIFEST, dump_json(manifest))
+    _publish(staging, final)
     return manifest
+
+
+def _write_rows(
+    staging: Path,
+    rows: Iterable[tuple[dict[str, JSON], dict[str, JSON], dict[str, JSON]]],
+    alignment: _Alignment,
+) -> dict[str, dict[str, JSON]]:
+    """Stream the row triples into the three aligned files; their manifest entries."""
+    with ExitStack() as stack:
+        writers = [
+            _DigestWriter(stack.enter_context(private_writer(staging / name)))
+            for name in ALIGNED_FILES
+        ]
+        for triple in rows:
+            public, reference, train = triple
+            alignment.row(public, reference, train)
+            for writer, row in zip(writers, triple, strict=True):
+                writer.write_row(row)
+    return {name: w.entry() for name, w in zip(ALIGNED_FILES, writers, strict=True)}
+
+
+def _write_probes(
+    staging: Path, probes: Iterable[dict[str, JSON]], alignment: _Alignment
+) -> dict[str, JSON]:
+    """Stream the probe rows into probes.jsonl; its manifest entry."""
+    with private_writer(staging / PROBES) as fh:
+        writer = _DigestWriter(fh)
+        for probe in probes:
+            alignment.probe(probe)
+            writer.write_row(probe)
+    return writer.entry()
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    with private_writer(path) as fh:
+        fh.write(data)
+
+
+def _refuse_existing(final: Path) -> None:
+    if final.exists():
+        raise ConfigError(f"{final} already exists; a snapshot is never overwritten")
+
+
+def _publish(staging: Path, final: Path) -> None:
+    """Rename the complete staging folder to `final` (which must not exist) durably."""
+    fsync_tree(staging)
+    _refuse_existing(final)  # os.replace would silently replace an empty folder
+    try:
+        os.replace(staging, final)
+    except OSError as exc:
+        raise disk_error(exc, final) from exc
+    fsync_dir(final.parent)
 
 
 @dataclass(frozen=True)
 class Snapshot:
+    """A verified snapshot folder and its manifest; the row readers stream line by line."""
+
     path: Path
     manifest: dict[str, Any]
 
     @property
     def dataset_id(self) -> str:
+        """The content identity (see `dataset_id_of`)."""
         return str(self.manifest["dataset_id"])
 
-    def _rows(self, name: str) -> Iterator[dict[str, Any]]:
-        with open(self.path / name, encoding="utf-8") as fh:
-            for line in fh:
-                yield json.loads(line)
+    @property
+    def report(self) -> dict[str, Any]:
+        """The parsed report.json."""
+        report: dict[str, Any] = _parse(self.path, REPORT, (self.path / REPORT).read_bytes(), 1)
+        return report
 
-    def training_rows(self) -> Iterator[dict[str, Any]]:
-        return self._rows("train.jsonl")
+    @property
+    def rows(self) -> int:
+        """How many tasks the snapshot holds."""
+        return int(self.manifest["rows"])
 
     def public_tasks(self) -> Iterator[PublicTask]:
-        for d in self._rows("public.jsonl"):
-            yield PublicTask(d["task_id"], d["input"], d["metadata"])
+        """The public tasks, in order."""
+        for row in _read_jsonl(self.path, PUBLIC):
+            yield PublicTask(row["task_id"], row["input"], row["metadata"])
+
+    def references(self) -> Iterator[dict[str, Any]]:
+        """The reference rows `{"task_id", "reference"}`, aligned with `public_tasks`."""
+        return _read_jsonl(self.path, REFERENCES)
+
+    def training_rows(self) -> Iterator[dict[str, Any]]:
+        """The recipe's training rows, aligned with `public_tasks`."""
+        return _read_jsonl(self.path, TRAIN)
+
+    def probes(self) -> Iterator[dict[str, Any]]:
+        """The calibration probe rows (none without calibration)."""
+        return _read_jsonl(self.path, PROBES)
+
+
+def _read_jsonl(folder: Path, name: str) -> Iterator[dict[str, Any]]:
+    """The rows of one JSONL file; a bad line is a DataError naming the file and line."""
+    with open(folder / name, "rb") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.endswith(b"\n"):
+                raise DataError(f"snapshot {folder}: {name} line {number}: truncated (no newline)")
+            yield _parse(folder, name, line, number)
+
+
+def _parse(folder: Path, name: str, data: bytes, number: int) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise DataError(f"snapshot {folder}: {name} line {number}: not JSON ({exc})") from None
 
 
 def load_snapshot(path: str | Path) -> Snapshot:
-    p = Path(path)
-    if (p / "dataset").is_dir():
-        p = p / "dataset"
+    """The verified snapshot at `path` (or in `path/dataset`); any problem is one DataError."""
+    folder = _snapshot_folder(Path(path))
+    manifest = _read_manifest(folder)
+    _check_listing(folder)
+    _check_files(folder, manifest)
+    _check_alignment(folder)
+    return Snapshot(folder, manifest)
+
+
+def _snapshot_folder(path: Path) -> Path:
+    """The snapshot folder: `path` itself, or the `dataset/` of a job folder."""
+    if not path.is_dir():
+        raise DataError(f"snapshot {path}: no such folder")
+    if not (path / MANIFEST).exists() and (path / "dataset").is_dir():
+        return path / "dataset"
+    return path
+
+
+def _read_manifest(folder: Path) -> dict[str, Any]:
+    """The parsed manifest with the shape `load_snapshot` relies on, else DataError."""
+    where = f"snapshot {folder}: {MANIFEST}"
+    if not (folder / MANIFEST).is_file():
+        raise DataError(f"{where} missing (an unfinished or foreign folder?)")
+    manifest = _parse(folder, MANIFEST, (folder / MANIFEST).read_bytes(), 1)
+    if not isinstance(manifest, dict):
+        raise DataError(f"{where}: not a JSON object")
+    if manifest.get("format") != SNAPSHOT_FORMAT:
+        raise DataError(f"{where}: unknown format {manifest.get('format')!r}; allowed: 1")
+    files = manifest.get("files")
+    if not isinstance(files, dict) or sorted(files) != sorted(DATA_FILES):
+        listed = sorted(files) if isinstance(files, dict) else files
+        raise DataError(f"{where}: files must list {', '.join(DATA_FILES)}, got {listed}")
+    for name in DATA_FILES:
+        _check_entry(where, name, files[name])
+    rows = manifest.get("rows")
+    if not _is_count(rows) or not isinstance(manifest.get("dataset_id"), str):
+        raise DataError(f"{where}: needs an integer 'rows' and a string 'dataset_id'")
+    return manifest
+
+
+def _check_entry(where: str, name: str, entry: Any) -> None:
+    """One `files` entry: sha256, bytes and, for JSONL files, rows."""
+    keys = {"sha256", "bytes", "rows"} if name in JSONL_FILES else {"sha256", "bytes"}
+    ok = isinstance(entry, dict) and set(entry) == keys and isinstance(entry["sha256"], str)
+    if not ok or not all(_is_count(entry[k]) for k in keys - {"sha256"}):
+        raise DataError(f"{where}: bad entry for {name}; want {sorted(keys)}")
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _check_listing(folder: Path) -> None:
+    """Only the data files and the manifest (dotfiles aside); each data file present."""
+    names = {p.name for p in folder.iterdir() if not p.name.startswith(".")}
+    unknown = sorted(names - {*DATA_FILES, MANIFEST})
+    if unknown:
+        raise DataError(f"snapshot {folder}: unexpected file {unknown[0]}")
+    for name in DATA_FILES:
+        if not (folder / name).is_file():
+            raise DataError(f"snapshot {folder}: {name} missing")
+
+
+def _check_files(folder: Path, manifest: dict[str, Any]) -> None:
+    """Every data file's sha256, size and row count as listed; the dataset_id recomputed."""
+    digests: dict[str, str] = {}
+    for name in DATA_FILES:
+        entry = manifest["files"][name]
+        sha, size, lines = _digest(folder / name)
+        if sha != entry["sha256"]:
+            raise DataError(
+                f"snapshot {folder}: {name} sha256 mismatch "
+                f"(manifest {entry['sha256'][:12]}…, file {sha[:12]}…)"
+            )
+        if size != entry["bytes"] or ("rows" in entry and lines != entry["rows"]):
+            raise DataError(f"snapshot {folder}: {name} size or row count differs from manifest")
+        digests[name] = sha
+        if name in ALIGNED_FILES and lines != manifest["rows"]:
+            raise DataError(
+                f"snapshot {folder}: {name} has {lines} rows, manifest says {manifest['rows']}"
+            )
+    found = dataset_id_of(digests)
+    if found != manifest["dataset_id"]:
+        raise DataError(
+            f"snapshot {folder}: dataset_id mismatch "
+            f"(manifest {manifest['dataset_id'][:12]}…, files {found[:12]}…)"
+        )
+
+
+def _digest(path: Path) -> tuple[str, int, int]:
+    """sha256, byte size and newline count of a file, in one streaming pass."""
+    sha = hashlib.sha256()
+    size = lines = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(CHUNK):
+            sha.update(chunk)
+            size += len(chunk)
+            lines += chunk.count(b"\n")
+    return sha.hexdigest(), size, lines
+
+
+def _check_alignment(folder: Path) -> None:
+    """Row i has one task_id across the aligned files; ids distinct; probes ordered."""
+    alignment = _Alignment()
+    readers = [_read_jsonl(folder, name) for name in ALIGNED_FILES]
     try:
-        manifest = json.loads((p / MANIFEST).read_text())
-    except OSError:
-        raise DataError(f"no snapshot at {p}") from None
-    return Snapshot(p, manifest)
+        for public, reference, train in zip(*readers, strict=True):
+            alignment.row(public, reference, train)
+        for probe in _read_jsonl(folder, PROBES):
+            alignment.probe(probe)
+    except ValueError as exc:  # zip's length check too, though the digests pass caught it
+        raise DataError(f"snapshot {folder}: {exc}") from None
 
 
 def export_hf_dataset(snapshot: Snapshot | str | Path, dest: str | Path) -> Path:
-    import datasets
+    """Verify the snapshot and write its training rows as a `datasets` dataset to new `dest`."""
+    snap = load_snapshot(snapshot.path if isinstance(snapshot, Snapshot) else snapshot)
+    target = Path(dest).absolute()
+    if target.exists():
+        raise ConfigError(f"{target} already exists; choose a new folder")
+    staging = target.with_name(f".{target.name}.staging-{os.getpid()}")
+    if staging.exists():
+        shutil.rmtree(staging)
+    try:
+        _save_dataset(snap, staging)
+        _seal_tree(staging)
+        _publish(staging, target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+    return target
 
-    snap = snapshot if isinstance(snapshot, Snapshot) else load_snapshot(snapshot)
-    d = Path(dest)
-    datasets.Dataset.from_list(list(snap.training_rows())).save_to_disk(str(d))
-    return d
+
+def _save_dataset(snap: Snapshot, staging: Path) -> None:
+    """`datasets` save_to_disk of the training rows plus corpus_source.json, in `staging`."""
+    import datasets  # slow to import: only when exporting
+
+    try:
+        table = datasets.Dataset.from_list(list(snap.training_rows()))
+    except (TypeError, ValueError) as exc:  # pyarrow's ArrowInvalid / ArrowTypeError
+        raise DataError(f"snapshot {snap.path}: {TRAIN} does not fit one table: {exc}") from None
+    try:
+        staging.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(staging)
+        table.save_to_disk(str(staging))
+    except OSError as exc:
+        raise disk_error(exc, staging) from exc
+    source = {
+        "kind": "task_snapshot",
+        "dataset_id": snap.dataset_id,
+        "snapshot_path": str(snap.path.absolute()),
+        "rows": snap.rows,
+    }
+    write_private_json(staging / EXPORT_SOURCE, source)
+
+
+def _seal_tree(root: Path) -> None:
+    """Make every folder 0700 and file 0600 under `root`, and fsync them (datasets does not)."""
+    for dirpath, _dirs, filenames in os.walk(root):
+        folder = Path(dirpath)
+        os.chmod(folder, PRIVATE_DIR)
+        for name in filenames:
+            os.chmod(folder / name, PRIVATE_FILE)
+            fd = os.open(folder / name, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(folder)
