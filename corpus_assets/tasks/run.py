@@ -19,7 +19,8 @@ from typing import Any
 from corpus_assets.core.errors import ConfigError
 from corpus_assets.tasks.config import LoadedJobConfig, load_job_config
 from corpus_assets.tasks.executor import DataJob, JobCancelled, Progress
-from corpus_assets.tasks.snapshot import Snapshot, export_hf_dataset
+from corpus_assets.tasks.export import export_hf_dataset
+from corpus_assets.tasks.snapshot import Snapshot
 
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
 

@@ -3,8 +3,8 @@
 `write_snapshot` streams the rows into `public.jsonl`, `references.jsonl` and `train.jsonl`,
 digesting as it goes, then writes `probes.jsonl`, `report.json` and, last, `manifest.json`.
 `load_snapshot` re-digests every file, recomputes the `dataset_id` and checks the row alignment;
-any problem is one `DataError` line naming the file. `export_hf_dataset` writes the training
-rows as a `datasets` dataset to a new folder.
+any problem is one `DataError` line naming the file. (`tasks/export.py` exports a snapshot to
+Hugging Face `datasets`.)
 """
 
 from __future__ import annotations
@@ -23,12 +23,9 @@ from corpus_assets.core.config import canon, sha256_hex
 from corpus_assets.core.errors import ConfigError, DataError
 from corpus_assets.core.store.atomic import disk_error, dump_json, fsync_dir, fsync_tree
 from corpus_assets.tasks.files import (
-    PRIVATE_DIR,
-    PRIVATE_FILE,
     jsonl_line,
     private_dir,
     private_writer,
-    write_private_json,
 )
 from corpus_assets.tasks.types import JSON, PublicTask
 
@@ -45,7 +42,6 @@ SNAPSHOT_FORMAT = 1
 RESERVED_KEYS = ("format", "dataset_id", "rows", "files")
 PUBLIC_KEYS = frozenset({"task_id", "input", "metadata"})
 REFERENCE_KEYS = frozenset({"task_id", "reference"})
-EXPORT_SOURCE = "corpus_source.json"
 CHUNK = 1 << 20
 
 
@@ -168,7 +164,7 @@ def write_snapshot(
         **provenance,
     }
     _write_file(staging / MANIFEST, dump_json(manifest))
-    _publish(staging, final)
+    publish_folder(staging, final)
     return manifest
 
 
@@ -213,7 +209,7 @@ def _refuse_existing(final: Path) -> None:
         raise ConfigError(f"{final} already exists; a snapshot is never overwritten")
 
 
-def _publish(staging: Path, final: Path) -> None:
+def publish_folder(staging: Path, final: Path) -> None:
     """Rename the complete staging folder to `final` (which must not exist) durably."""
     fsync_tree(staging)
     _refuse_existing(final)  # os.replace would silently replace an empty folder
@@ -394,60 +390,3 @@ def _check_alignment(folder: Path) -> None:
             alignment.probe(probe)
     except ValueError as exc:  # zip's length check too, though the digests pass caught it
         raise DataError(f"snapshot {folder}: {exc}") from None
-
-
-def export_hf_dataset(snapshot: Snapshot | str | Path, dest: str | Path) -> Path:
-    """Verify the snapshot and write its training rows as a `datasets` dataset to new `dest`."""
-    snap = load_snapshot(snapshot.path if isinstance(snapshot, Snapshot) else snapshot)
-    target = Path(dest).absolute()
-    if target.exists():
-        raise ConfigError(f"{target} already exists; choose a new folder")
-    staging = target.with_name(f".{target.name}.staging-{os.getpid()}")
-    if staging.exists():
-        shutil.rmtree(staging)
-    try:
-        _save_dataset(snap, staging)
-        _seal_tree(staging)
-        _publish(staging, target)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
-    return target
-
-
-def _save_dataset(snap: Snapshot, staging: Path) -> None:
-    """`datasets` save_to_disk of the training rows plus corpus_source.json, in `staging`."""
-    import datasets  # slow to import: only when exporting
-
-    try:
-        table = datasets.Dataset.from_list(list(snap.training_rows()))
-    except (TypeError, ValueError) as exc:  # pyarrow's ArrowInvalid / ArrowTypeError
-        raise DataError(f"snapshot {snap.path}: {TRAIN} does not fit one table: {exc}") from None
-    try:
-        staging.parent.mkdir(parents=True, exist_ok=True)
-        private_dir(staging)
-        table.save_to_disk(str(staging))
-    except OSError as exc:
-        raise disk_error(exc, staging) from exc
-    source = {
-        "kind": "task_snapshot",
-        "dataset_id": snap.dataset_id,
-        "snapshot_path": str(snap.path.absolute()),
-        "rows": snap.rows,
-    }
-    write_private_json(staging / EXPORT_SOURCE, source)
-
-
-def _seal_tree(root: Path) -> None:
-    """Make every folder 0700 and file 0600 under `root`, and fsync them (datasets does not)."""
-    for dirpath, _dirs, filenames in os.walk(root):
-        folder = Path(dirpath)
-        os.chmod(folder, PRIVATE_DIR)
-        for name in filenames:
-            os.chmod(folder / name, PRIVATE_FILE)
-            fd = os.open(folder / name, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fsync_dir(folder)

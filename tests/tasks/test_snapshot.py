@@ -15,13 +15,13 @@ import pytest
 
 from corpus_assets.core.errors import EXIT_DATA, ConfigError, DataError
 from corpus_assets.core.store.atomic import dump_json
+from corpus_assets.tasks.export import export_hf_dataset
 from corpus_assets.tasks.files import jsonl_line, private_dir, write_private
 from corpus_assets.tasks.snapshot import (
     DATA_FILES,
     MANIFEST,
     Snapshot,
     dataset_id_of,
-    export_hf_dataset,
     load_snapshot,
     write_snapshot,
 )
