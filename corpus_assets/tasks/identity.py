@@ -1,0 +1,130 @@
+"""A data job's resume identity: what must be unchanged for a job to continue where it was.
+
+The config's sha256, the bytes of every declared input and exclusion file, the recipe's
+`source_files()` (or the factory's module) and the executor's own code. A stored identity is
+compared key by key, so the refusal names what changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from corpus_assets.core.errors import DataError
+from corpus_assets.core.store.digests import file_sha256
+from corpus_assets.tasks.config import LoadedJobConfig
+from corpus_assets.tasks.factory import load_factory
+from corpus_assets.tasks.types import Recipe
+from corpus_assets.tasks.workers import RecipeError, RecipeSpec
+
+EXECUTOR_FILES = (
+    "checkpoints.py",
+    "executor.py",
+    "files.py",
+    "identity.py",
+    "jobdir.py",
+    "snapshot.py",
+    "types.py",
+    "workers.py",
+)
+
+
+def executor_digest() -> str:
+    """sha256 over the executor's own source files (part of a job's resume identity)."""
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for name in EXECUTOR_FILES:
+        h.update(f"{name}\0{file_sha256(here / name)}\n".encode())
+    return h.hexdigest()
+
+
+def recipe_files(spec: RecipeSpec, recipe: Recipe) -> dict[str, str]:
+    """sha256 per file the recipe declares in `source_files()` (else its factory's module)."""
+    declared = getattr(recipe, "source_files", None)
+    if callable(declared):
+        paths = [Path(p).resolve() for p in declared()]
+    else:
+        module = inspect.getmodule(_factory_object(spec))
+        paths = [Path(inspect.getfile(module)).resolve()] if module else []
+    if not paths:
+        return {}
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise RecipeError(f"recipe source_files() names missing file(s): {', '.join(missing)}")
+    base = Path(os.path.commonpath([p.parent for p in paths]))
+    return {str(p.relative_to(base)): file_sha256(p) for p in sorted(paths)}
+
+
+def _factory_object(spec: RecipeSpec) -> Any:
+    return load_factory(spec.factory)
+
+
+def job_identity(config: LoadedJobConfig, spec: RecipeSpec, recipe: Recipe) -> dict[str, Any]:
+    """What a resumed job must find unchanged: config, declared files, recipe and executor code."""
+    return {
+        "config_sha256": config.sha256,
+        "inputs": _file_digests(config.model.inputs, config.inputs),
+        "exclusions": _file_digests(config.model.exclusions, config.exclusions),
+        "recipe_files": recipe_files(spec, recipe),
+        "executor": executor_digest(),
+    }
+
+
+def _file_digests(written: Sequence[str], paths: Sequence[Path]) -> dict[str, str]:
+    return {w: file_sha256(p) for w, p in zip(written, paths, strict=True)}
+
+
+def identity_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What differs between a stored identity and the current one, as short phrases."""
+    changes = []
+    if old.get("config_sha256") != new["config_sha256"]:
+        changes.append(
+            f"the job config (sha256 {str(old.get('config_sha256'))[:12]}… is now "
+            f"{new['config_sha256'][:12]}…)"
+        )
+    for key, what in (
+        ("inputs", "input"),
+        ("exclusions", "exclusion"),
+        ("recipe_files", "recipe source"),
+    ):
+        before, after = old.get(key) or {}, new[key]
+        for name in sorted(set(before) | set(after)):
+            if before.get(name) != after.get(name):
+                state = (
+                    "added" if name not in before else "removed" if name not in after else "changed"
+                )
+                changes.append(f"{what} file {name!r} {state}")
+    if old.get("executor") != new["executor"]:
+        changes.append("the executor's code (corpus_assets/tasks)")
+    return changes
+
+
+def read_exclusions(paths: Sequence[Path]) -> Iterator[str]:
+    """Task ids from JSONL exclusion files: each line an object with a string `task_id`."""
+    for path in paths:
+        with open(path, encoding="utf-8") as fh:
+            for number, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    doc = json.loads(line)
+                except ValueError:
+                    raise DataError(f"exclusion file {path} line {number}: not JSON") from None
+                if not isinstance(doc, dict) or not isinstance(doc.get("task_id"), str):
+                    raise DataError(
+                        f"exclusion file {path} line {number}: needs a top-level string "
+                        "'task_id' (a snapshot's public.jsonl works)"
+                    )
+                yield doc["task_id"]
+
+
+def changed_message(path: Path, changes: list[str]) -> str:
+    return (
+        f"cannot resume {path}: its identity changed: {'; '.join(changes)}; "
+        "restore them or start a new job in a new folder"
+    )
