@@ -9,12 +9,13 @@ a sequence and a mapping backed by the database, never a whole list in memory.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, NamedTuple, overload
 
 from corpus_assets.core.errors import DataError
 from corpus_assets.tasks.files import PRIVATE_FILE, jsonl_line
@@ -41,7 +42,9 @@ CREATE TABLE IF NOT EXISTS candidates (
     batch INTEGER NOT NULL,
     content_sha TEXT NOT NULL,
     input_sha TEXT NOT NULL,
-    payload TEXT NOT NULL
+    reference_sha TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    public TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS candidates_input ON candidates (input_sha);
 CREATE INDEX IF NOT EXISTS candidates_batch ON candidates (batch, seq);
@@ -62,6 +65,7 @@ CREATE TABLE IF NOT EXISTS projection (
 """
 
 COUNTS = ("rejected", "duplicates", "excluded", "retained")
+IN_LIMIT = 500  # ids per `IN (...)` lookup (SQLite caps bound parameters)
 
 
 def canonical(obj: JSON) -> str:
@@ -70,9 +74,33 @@ def canonical(obj: JSON) -> str:
 
 
 def _sha(text: str) -> str:
-    import hashlib
-
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class Cleaned(NamedTuple):
+    """A cleaned sample as the pool stores it, encoded and hashed where it was cleaned.
+
+    Workers build these, so the coordinator's commit does lookups and inserts only.
+    """
+
+    task_id: str
+    payload: str  # canonical JSON of the whole sample (reference included)
+    public: str  # canonical JSON of the public task (`batch-N-public.jsonl`)
+    content_sha: str
+    input_sha: str
+    reference_sha: str
+
+    @classmethod
+    def of(cls, sample: DataSample) -> Cleaned:
+        payload = canonical(sample.to_json())
+        return cls(
+            sample.task_id,
+            payload,
+            canonical(sample.task.to_json()),
+            _sha(payload),
+            _sha(canonical(sample.task.input)),
+            _sha(canonical(sample.reference)),
+        )
 
 
 @dataclass(frozen=True)
@@ -163,7 +191,7 @@ class Checkpoints:
         return [self.batch(b) for b in ids]
 
     def commit_chunk(
-        self, batch: int, consumed: int, cleaned: Sequence[DataSample | None]
+        self, batch: int, consumed: int, cleaned: Sequence[Cleaned | None]
     ) -> dict[str, int]:
         """Admit one chunk's cleaned samples in order and advance the batch, atomically.
 
@@ -174,8 +202,12 @@ class Checkpoints:
         first_seq = self._next_seq
         try:
             with self.transaction():
-                for sample in cleaned:
-                    counts[self._admit(batch, sample)] += 1
+                rows = self._admit(batch, cleaned, counts)
+                self.db.executemany(
+                    "INSERT INTO candidates (seq, task_id, batch, content_sha, input_sha, "
+                    "reference_sha, payload, public) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
                 self._advance(batch, consumed, counts)
         except BaseException:
             self._next_seq = first_seq
@@ -210,40 +242,88 @@ class Checkpoints:
     def generated_total(self) -> int:
         return int(self.db.execute("SELECT COALESCE(SUM(consumed), 0) FROM batches").fetchone()[0])
 
-    def _admit(self, batch: int, sample: DataSample | None) -> str:
-        """Which count a cleaned sample goes to; a retained one is inserted into the pool."""
-        if sample is None:
-            return "rejected"
-        if self.db.execute(
-            "SELECT 1 FROM excluded WHERE task_id = ?", (sample.task_id,)
-        ).fetchone():
-            return "excluded"
-        payload = canonical(sample.to_json())
-        content_sha = _sha(payload)
-        row = self.db.execute(
-            "SELECT content_sha, payload FROM candidates WHERE task_id = ?", (sample.task_id,)
-        ).fetchone()
-        if row is not None:
-            if row[0] == content_sha:
-                return "duplicates"
-            raise DataError(_two_contents(sample, DataSample.from_json(json.loads(row[1]))))
-        input_sha = _sha(canonical(sample.task.input))
-        reference = canonical(sample.reference)
-        for other_id, other in self.db.execute(
-            "SELECT task_id, payload FROM candidates WHERE input_sha = ?", (input_sha,)
+    def _admit(
+        self, batch: int, cleaned: Sequence[Cleaned | None], counts: dict[str, int]
+    ) -> list[tuple[Any, ...]]:
+        """Count each sample in order and return the pool rows of the retained ones."""
+        kept = [c for c in cleaned if c is not None]
+        ids = [c.task_id for c in kept]
+        excluded = {r[0] for r in self._lookup("task_id FROM excluded", "task_id", ids)}
+        known = {
+            task_id: content_sha
+            for task_id, content_sha in self._lookup(
+                "task_id, content_sha FROM candidates", "task_id", ids
+            )
+        }
+        inputs: dict[str, list[tuple[str, str]]] = {}
+        for task_id, input_sha, reference_sha in self._lookup(
+            "task_id, input_sha, reference_sha FROM candidates",
+            "input_sha",
+            [c.input_sha for c in kept],
         ):
-            if canonical(json.loads(other)["reference"]) != reference:
-                raise DataError(
-                    "conflicting references: the same public input has two different "
-                    f"references, in task {other_id!r} and task {sample.task_id!r}"
+            inputs.setdefault(input_sha, []).append((task_id, reference_sha))
+        rows = []
+        admitted: dict[str, str] = {}  # this chunk's retained payloads, not inserted yet
+        for item in cleaned:
+            if item is None:
+                counts["rejected"] += 1
+            elif item.task_id in excluded:
+                counts["excluded"] += 1
+            elif item.task_id in known:
+                if known[item.task_id] != item.content_sha:
+                    raise DataError(self._two_contents(item, admitted.get(item.task_id)))
+                counts["duplicates"] += 1
+            else:
+                for other_id, reference_sha in inputs.get(item.input_sha, ()):
+                    if reference_sha != item.reference_sha:
+                        raise DataError(
+                            "conflicting references: the same public input has two different "
+                            f"references, in task {other_id!r} and task {item.task_id!r}"
+                        )
+                counts["retained"] += 1
+                known[item.task_id] = item.content_sha
+                admitted[item.task_id] = item.payload
+                inputs.setdefault(item.input_sha, []).append((item.task_id, item.reference_sha))
+                rows.append(
+                    (
+                        self._next_seq,
+                        item.task_id,
+                        batch,
+                        item.content_sha,
+                        item.input_sha,
+                        item.reference_sha,
+                        item.payload,
+                        item.public,
+                    )
                 )
-        self.db.execute(
-            "INSERT INTO candidates (seq, task_id, batch, content_sha, input_sha, payload) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (self._next_seq, sample.task_id, batch, content_sha, input_sha, payload),
+                self._next_seq += 1
+        return rows
+
+    def _lookup(self, select: str, column: str, values: Sequence[str]) -> Iterator[Any]:
+        """`SELECT <select> WHERE <column> IN values`, in slices SQLite accepts."""
+        distinct = sorted(set(values))
+        for start in range(0, len(distinct), IN_LIMIT):
+            part = distinct[start : start + IN_LIMIT]
+            marks = ",".join("?" * len(part))
+            yield from self.db.execute(f"SELECT {select} WHERE {column} IN ({marks})", part)
+
+    def _two_contents(self, item: Cleaned, earlier: str | None) -> str:
+        """The message for a task id already pooled (or admitted earlier) with other content."""
+        if earlier is None:
+            earlier = self.db.execute(
+                "SELECT payload FROM candidates WHERE task_id = ?", (item.task_id,)
+            ).fetchone()[0]
+        new = DataSample.from_json(json.loads(item.payload))
+        old = DataSample.from_json(json.loads(str(earlier)))
+        if new.task.to_json() == old.task.to_json():
+            return (
+                f"conflicting references: task {new.task_id!r} was cleaned twice with different "
+                "references (the same public task, two answers)"
+            )
+        return (
+            f"task id {new.task_id!r} names two different cleaned samples; a task id must "
+            "always mean the same content"
         )
-        self._next_seq += 1
-        return "retained"
 
     # -- the pool --------------------------------------------------------------------------
 
@@ -265,14 +345,13 @@ class Checkpoints:
             out.append(DataSample.from_json(json.loads(row[0])))
         return out
 
-    def batch_payloads(self, batch: int) -> Iterator[str]:
-        """The retained candidates of one batch, in pool order, as canonical JSON."""
+    def batch_payloads(self, batch: int) -> Iterator[tuple[str, str]]:
+        """One batch's retained candidates in pool order: (whole sample, public task) JSON."""
         cursor = self.db.execute(
-            "SELECT payload FROM candidates WHERE batch = ? ORDER BY seq", (batch,)
+            "SELECT payload, public FROM candidates WHERE batch = ? ORDER BY seq", (batch,)
         )
         while rows := cursor.fetchmany(PAGE):
-            for (payload,) in rows:
-                yield payload
+            yield from rows
 
     # -- projection ------------------------------------------------------------------------
 
@@ -309,19 +388,6 @@ class _Transaction:
 
     def __exit__(self, kind: object, exc: object, tb: object) -> None:
         self.db.execute("COMMIT" if kind is None else "ROLLBACK")
-
-
-def _two_contents(new: DataSample, old: DataSample) -> str:
-    """The message for one task id naming two different cleaned samples."""
-    if new.task.to_json() == old.task.to_json():
-        return (
-            f"conflicting references: task {new.task_id!r} was cleaned twice with different "
-            "references (the same public task, two answers)"
-        )
-    return (
-        f"task id {new.task_id!r} names two different cleaned samples; a task id must always "
-        "mean the same content"
-    )
 
 
 class CandidatePool(Sequence[DataSample]):

@@ -30,7 +30,6 @@ from corpus_assets.tasks.identity import (
 from corpus_assets.tasks.jobdir import JobFolder
 from corpus_assets.tasks.snapshot import Snapshot, load_snapshot, write_snapshot
 from corpus_assets.tasks.types import (
-    DataSample,
     GenerateContext,
     InsufficientDataError,
     Selection,
@@ -253,8 +252,7 @@ class DataJob:
         self.ckpt.finish_batch(batch, end[1], end[2])
 
     def _commit_clean(self, batch: int, start: int, count: int, future: Future[Any]) -> None:
-        cleaned = [None if d is None else DataSample.from_json(d) for d in future.result()]
-        self.ckpt.commit_chunk(batch, start + count, cleaned)
+        self.ckpt.commit_chunk(batch, start + count, future.result())
         self._progress("generate", batch)
         if self.cancel.is_set():
             raise JobCancelled(f"cancelled during batch {batch}")
@@ -308,11 +306,9 @@ class DataJob:
         if candidates.exists() and public.exists():
             return
         with private_writer(candidates) as full, private_writer(public) as pub:
-            for payload in self.ckpt.batch_payloads(batch):
+            for payload, public_task in self.ckpt.batch_payloads(batch):
                 full.write(payload.encode("utf-8") + b"\n")
-                doc = json.loads(payload)
-                doc.pop("reference")
-                pub.write((canonical(doc) + "\n").encode("utf-8"))
+                pub.write(public_task.encode("utf-8") + b"\n")
 
     # -- project and publish ---------------------------------------------------------------
 

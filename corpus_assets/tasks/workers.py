@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from corpus_assets.core.errors import CorpusError
+from corpus_assets.tasks.checkpoints import Cleaned
 from corpus_assets.tasks.factory import load_factory
 from corpus_assets.tasks.types import JSON, DataSample, GenerateContext, ProjectedRow, Recipe
 
@@ -93,10 +94,10 @@ def _recipe() -> Recipe:
     return recipe
 
 
-def clean_chunk(payloads: list[dict[str, JSON]]) -> list[dict[str, JSON] | None]:
-    """Clean one chunk of samples in a worker: each one's cleaned JSON, or None if rejected."""
+def clean_chunk(payloads: list[dict[str, JSON]]) -> list[Cleaned | None]:
+    """Clean one chunk of samples in a worker: each one encoded and hashed, or None if rejected."""
     recipe = _recipe()
-    out: list[dict[str, JSON] | None] = []
+    out: list[Cleaned | None] = []
     for payload in payloads:
         cleaned = recipe.clean(DataSample.from_json(payload))
         if cleaned is not None and not isinstance(cleaned, DataSample):
@@ -104,8 +105,17 @@ def clean_chunk(payloads: list[dict[str, JSON]]) -> list[dict[str, JSON] | None]
                 f"clean({payload.get('task_id')!r}) returned a {type(cleaned).__name__}; "
                 "allowed: a DataSample or None"
             )
-        out.append(None if cleaned is None else cleaned.to_json())
+        out.append(None if cleaned is None else _encoded(cleaned))
     return out
+
+
+def _encoded(sample: DataSample) -> Cleaned:
+    try:
+        return Cleaned.of(sample)
+    except (TypeError, ValueError) as exc:
+        raise RecipeError(
+            f"clean({sample.task_id!r}) returned a sample that is not JSON: {exc}"
+        ) from None
 
 
 def project_chunk(payloads: list[dict[str, JSON]]) -> list[ProjectedRow]:
