@@ -108,6 +108,18 @@ def wait_for_pause(log: Path, proc: subprocess.Popen[str]) -> None:
     raise AssertionError(f"the job never paused (log {log})")
 
 
+def wait_for_text(path: Path, text: str, proc: subprocess.Popen[str]) -> None:
+    """Wait until the file at `path` (a job's stderr) contains `text`."""
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text(encoding="utf-8"):
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"the job ended (exit {proc.returncode}) before saying {text!r}")
+        time.sleep(0.02)
+    raise AssertionError(f"the job never said {text!r} in {path}")
+
+
 def kill_group(proc: subprocess.Popen[str]) -> None:
     """SIGKILL the job's whole process group and check it died of it."""
     os.killpg(proc.pid, signal.SIGKILL)

@@ -35,6 +35,7 @@ from job_support import (
     run_job,
     start_job,
     wait_for_pause,
+    wait_for_text,
 )
 
 from corpus_assets.tasks.run import run_data_job
@@ -88,12 +89,15 @@ def projecting(state: dict[str, Any]) -> bool:
     return 0 < len(state["projected"]) < TARGET
 
 
+# Each pause call lies in a chunk whose submission needed chunk 0 committed first (the
+# coordinator keeps at most 2 * max_workers + 1 chunks in flight), so the checkpoints hold
+# progress when the kill lands: with one worker, chunk 3 (calls 25-32); with two, chunk 5.
 KILL_POINTS = [
     pytest.param("thread", 1, "clean:40", in_batch_0, id="thread-batch0-cleaning"),
     pytest.param("thread", 1, "generate:1", between_batches, id="thread-between-batches"),
     pytest.param("thread", 1, "project:30", projecting, id="thread-projecting"),
-    pytest.param("process", 2, "clean:40", in_batch_0, id="process-batch0-cleaning"),
-    pytest.param("process", 2, "project:30", projecting, id="process-projecting"),
+    pytest.param("process", 2, "clean:48", in_batch_0, id="process-batch0-cleaning"),
+    pytest.param("process", 2, "project:48", projecting, id="process-projecting"),
 ]
 
 
@@ -157,7 +161,7 @@ def test_second_job_on_a_busy_folder_fails_at_once(
 ) -> None:
     config = job_config(tmp_path / "job.json")
     log, output, gate = tmp_path / "calls.log", tmp_path / "out", tmp_path / "gate"
-    first = start_job(config, output, job_env(log, "clean:20", gate), tmp_path / "first.err")
+    first = start_job(config, output, job_env(log, "clean:28", gate), tmp_path / "first.err")
     try:
         wait_for_pause(log, first)
         paused = len(read_log(log))
@@ -180,15 +184,18 @@ def test_signal_cancels_cleanly_even_when_repeated(
 ) -> None:
     config = job_config(tmp_path / "job.json")
     log, output, gate = tmp_path / "calls.log", tmp_path / "out", tmp_path / "gate"
-    proc = start_job(config, output, job_env(log, "clean:20", gate), tmp_path / "first.err")
+    err = tmp_path / "first.err"
+    proc = start_job(config, output, job_env(log, "clean:28", gate), err)
     try:
         wait_for_pause(log, proc)
         proc.send_signal(signum)
-        proc.send_signal(signum)  # a second signal must not abandon the cleanup
+        wait_for_text(err, "stopping after the current chunk", proc)
+        proc.send_signal(signum)  # handled while the first one's cleanup still waits
+        wait_for_text(err, "already stopping", proc)
     finally:
         gate.touch()
         proc.communicate(timeout=120)
-    assert proc.returncode == code, (tmp_path / "first.err").read_text()
+    assert proc.returncode == code, err.read_text()
     job = job_state(output)
     assert job["state"] == "cancelled", job
     assert not (output / "dataset").exists()
@@ -209,7 +216,7 @@ def test_signal_cancels_cleanly_even_when_repeated(
 def test_job_json_records_the_sigterm_exit_code(tmp_path: Path) -> None:
     config = job_config(tmp_path / "job.json")
     log, output, gate = tmp_path / "calls.log", tmp_path / "out", tmp_path / "gate"
-    proc = start_job(config, output, job_env(log, "clean:20", gate), tmp_path / "first.err")
+    proc = start_job(config, output, job_env(log, "clean:28", gate), tmp_path / "first.err")
     try:
         wait_for_pause(log, proc)
         proc.send_signal(signal.SIGTERM)
@@ -225,7 +232,7 @@ def test_python_api_cancel_and_resume_keep_the_loop_responsive(
 ) -> None:
     config = job_config(tmp_path / "job.json")
     log, output, gate = tmp_path / "calls.log", tmp_path / "out", tmp_path / "gate"
-    for key, value in job_env(log, "clean:20", gate).items():
+    for key, value in job_env(log, "clean:28", gate).items():
         if key.startswith("FAULT_"):
             monkeypatch.setenv(key, value)
     ticks = 0
@@ -308,7 +315,7 @@ def test_changed_identity_fails_before_any_recipe_call(
     (tmp_path / "recipe_part.py").write_text("CHANGED = False\n", encoding="utf-8")
     config = _identity_config(tmp_path)
     log, output = tmp_path / "calls.log", tmp_path / "out"
-    proc = start_job(config, output, job_env(log, "clean:20"), tmp_path / "first.err")
+    proc = start_job(config, output, job_env(log, "clean:28"), tmp_path / "first.err")
     wait_for_pause(log, proc)
     kill_group(proc)
     before_log, before_db = read_log(log), checkpoint_dump(output)
