@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import signal
 from collections import Counter
@@ -136,12 +137,27 @@ def test_sigkill_then_resume_gives_the_same_bytes_without_recleaning(
     assert Counter(calls(again, "project")) == owed
 
 
-def test_resume_after_publish_before_succeeded_does_no_work(
-    tmp_path: Path, reference: dict[str, Any]
+def _published(output: Path) -> None:
+    """Left as by a kill between the snapshot's rename and job.json's `succeeded`."""
+
+
+def _half_written(output: Path) -> None:
+    """Left as by a kill while the snapshot was being written in staging."""
+    staging = output / ".dataset.staging"
+    (output / "dataset").rename(staging)
+    (staging / "manifest.json").unlink()
+    train = staging / "train.jsonl"
+    train.write_bytes(train.read_bytes()[:100])
+
+
+@pytest.mark.parametrize("leave", [_published, _half_written], ids=["published", "staging"])
+def test_resume_after_the_last_checkpoint_only_publishes(
+    tmp_path: Path, reference: dict[str, Any], leave: Callable[[Path], None]
 ) -> None:
-    """Simulated: a kill between the snapshot's rename and job.json's `succeeded`."""
+    """Simulated kills after every checkpoint committed: no recipe call, the same bytes."""
     output = tmp_path / "out"
     shutil.copytree(reference["output"], output)
+    leave(output)
     doc = job_state(output)
     for key in ("dataset_id", "dataset_path"):
         doc.pop(key, None)
@@ -153,7 +169,9 @@ def test_resume_after_publish_before_succeeded_does_no_work(
     assert last_json(resumed.stdout)["dataset_id"] == reference["dataset_id"]
     assert job_state(output)["state"] == "succeeded"
     assert dataset_files(output) == reference["files"]
-    assert read_log(log) == []
+    assert not (output / ".dataset.staging").exists()
+    assert calls(read_log(log), "generate") == calls(read_log(log), "clean") == []
+    assert calls(read_log(log), "project") == []
 
 
 def test_second_job_on_a_busy_folder_fails_at_once(
@@ -205,6 +223,31 @@ def test_signal_cancels_cleanly_even_when_repeated(
     resumed = run_job(config, output, job_env(log), resume=True)
     assert resumed.returncode == 0, resumed.stderr
     assert last_json(resumed.stdout)["dataset_id"] == reference["dataset_id"]
+    assert dataset_files(output) == reference["files"]
+
+
+def test_ctrl_c_to_the_process_group_cancels_a_process_backend_job(
+    tmp_path: Path, reference: dict[str, Any]
+) -> None:
+    """Ctrl-C in a terminal signals every process of the group: workers leave it to the job."""
+    config = job_config(tmp_path / "job.json", "process", 2)
+    log, output, gate = tmp_path / "calls.log", tmp_path / "out", tmp_path / "gate"
+    err = tmp_path / "first.err"
+    proc = start_job(config, output, job_env(log, "clean:48", gate), err)
+    try:
+        wait_for_pause(log, proc)
+        os.killpg(proc.pid, signal.SIGINT)
+        wait_for_text(err, "stopping after the current chunk", proc)
+    finally:
+        gate.touch()
+        proc.communicate(timeout=120)
+    assert proc.returncode == 130, err.read_text()
+    assert job_state(output)["state"] == "cancelled"
+    assert not (output / "dataset").exists()
+    assert integrity(output) == "ok"
+
+    resumed = run_job(config, output, job_env(log), resume=True)
+    assert resumed.returncode == 0, resumed.stderr
     assert dataset_files(output) == reference["files"]
 
 
