@@ -126,13 +126,27 @@ def kill_group(proc: subprocess.Popen[str]) -> None:
     proc.communicate(timeout=WAIT_S)
     assert proc.returncode == -signal.SIGKILL, proc.returncode
     deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:  # spawned workers are reaped by init, not by us
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
+    while time.monotonic() < deadline:  # spawned workers are reparented, not reaped by us
+        alive = living_members(proc.pid)
+        if not alive:
             return
         time.sleep(0.02)
-    raise AssertionError(f"process group {proc.pid} still alive after SIGKILL")
+    raise AssertionError(f"process group {proc.pid} still has live members {alive} after SIGKILL")
+
+
+def living_members(group: int) -> list[int]:
+    """Pids of the processes of process group `group` that are not zombies (from /proc)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == group and fields[0] != "Z":
+            members.append(int(entry.name))
+    return members
 
 
 def read_log(log: Path) -> list[str]:
