@@ -27,6 +27,7 @@ CANDIDATES = 64  # per batch
 TARGET = 100  # two batches: the first 64 candidates cannot fill it
 BATCH_SIZE = 8
 WAIT_S = 120.0
+STARTED: list[subprocess.Popen[str]] = []  # every job start_job began, for stop_leftovers
 
 
 def job_config(path: Path, backend: str = "thread", max_workers: int = 1, **top: Any) -> Path:
@@ -86,7 +87,7 @@ def start_job(
 ) -> subprocess.Popen[str]:
     """Start a job in its own session (so its whole process group can be killed)."""
     with open(stderr, "w", encoding="utf-8") as err:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             command(config, output, resume),
             env=env,
             stdout=subprocess.PIPE,
@@ -94,6 +95,17 @@ def start_job(
             text=True,
             start_new_session=True,
         )
+    STARTED.append(proc)
+    return proc
+
+
+def stop_leftovers() -> None:
+    """SIGKILL the group of every job started here that is still running (a failed test's)."""
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=WAIT_S)
 
 
 def wait_for_pause(log: Path, proc: subprocess.Popen[str]) -> None:

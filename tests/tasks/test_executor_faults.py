@@ -15,7 +15,7 @@ import os
 import shutil
 import signal
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from job_support import (
     read_log,
     run_job,
     start_job,
+    stop_leftovers,
     wait_for_pause,
     wait_for_text,
 )
@@ -45,6 +46,13 @@ from corpus_assets.tasks.run import run_data_job
 pytestmark = pytest.mark.timeout(300)
 
 Check = Callable[[dict[str, Any]], bool]
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_jobs() -> Iterator[None]:
+    """A failed test leaves no paused job behind."""
+    yield
+    stop_leftovers()
 
 
 @pytest.fixture(scope="module")
