@@ -1,0 +1,241 @@
+"""Helpers for the executor's fault tests: `corpus tasks` processes, the call log, the checkpoints.
+
+Every job runs `fault_recipes:create_recipe` (this folder) in a fresh interpreter whose
+PYTHONPATH names the worktree and this folder, so spawned process workers import it too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from corpus_assets.recipes.arithmetic import create_recipe as create_arithmetic
+from corpus_assets.tasks.types import GenerateContext
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+FACTORY = "fault_recipes:create_recipe"
+CANDIDATES = 64  # per batch
+TARGET = 100  # two batches: the first 64 candidates cannot fill it
+BATCH_SIZE = 8
+WAIT_S = 120.0
+STARTED: list[subprocess.Popen[str]] = []  # every job start_job began, for stop_leftovers
+
+
+def job_config(path: Path, backend: str = "thread", max_workers: int = 1, **top: Any) -> Path:
+    """A JSON job config at `path`: two batches of 64, chunks of 8, `top` keys over defaults."""
+    params: dict[str, Any] = {"candidate_count": CANDIDATES}
+    params.update(top.pop("params", {}))
+    config = {
+        "recipe": FACTORY,
+        "target_count": TARGET,
+        "purpose": "harness",
+        "seed": 0,
+        "params": params,
+        "max_batches": 4,
+        **top,
+        "execution": {"batch_size": BATCH_SIZE, "backend": backend, "max_workers": max_workers},
+    }
+    path.write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return path
+
+
+def job_env(log: Path, pause: str | None = None, gate: Path | None = None) -> dict[str, str]:
+    """The environment of a job: imports for every process, the call log, the pause point."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAULT_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(HERE)])
+    env["HF_HUB_OFFLINE"] = "1"
+    env["FAULT_LOG"] = str(log)
+    if pause is not None:
+        env["FAULT_PAUSE"] = pause
+    if gate is not None:
+        env["FAULT_GATE"] = str(gate)
+    return env
+
+
+def command(config: Path, output: Path, resume: bool) -> list[str]:
+    """`corpus tasks --config CONFIG --output OUTPUT [--resume]`."""
+    args = [sys.executable, "-m", "corpus_assets.cli", "tasks"]
+    args += ["--config", str(config), "--output", str(output)]
+    return args + (["--resume"] if resume else [])
+
+
+def run_job(
+    config: Path, output: Path, env: dict[str, str], resume: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """Run a job to its end; never raises on a non-zero exit."""
+    return subprocess.run(
+        command(config, output, resume),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def start_job(
+    config: Path, output: Path, env: dict[str, str], stderr: Path, resume: bool = False
+) -> subprocess.Popen[str]:
+    """Start a job in its own session (so its whole process group can be killed)."""
+    with open(stderr, "w", encoding="utf-8") as err:
+        proc = subprocess.Popen(
+            command(config, output, resume),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            start_new_session=True,
+        )
+    STARTED.append(proc)
+    return proc
+
+
+def stop_leftovers() -> None:
+    """SIGKILL the group of every job started here that is still running (a failed test's)."""
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=WAIT_S)
+
+
+def wait_for_pause(log: Path, proc: subprocess.Popen[str]) -> None:
+    """Wait until the recipe logs `pause ...` (fail if the job ends first)."""
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        if any(line.startswith("pause ") for line in read_log(log)):
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"the job ended (exit {proc.returncode}) before pausing")
+        time.sleep(0.02)
+    raise AssertionError(f"the job never paused (log {log})")
+
+
+def wait_for_text(path: Path, text: str, proc: subprocess.Popen[str]) -> None:
+    """Wait until the file at `path` (a job's stderr) contains `text`."""
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text(encoding="utf-8"):
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"the job ended (exit {proc.returncode}) before saying {text!r}")
+        time.sleep(0.02)
+    raise AssertionError(f"the job never said {text!r} in {path}")
+
+
+def kill_group(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL the job's whole process group and check it died of it."""
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=WAIT_S)
+    assert proc.returncode == -signal.SIGKILL, proc.returncode
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:  # spawned workers are reparented, not reaped by us
+        alive = living_members(proc.pid)
+        if not alive:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"process group {proc.pid} still has live members {alive} after SIGKILL")
+
+
+def living_members(group: int) -> list[int]:
+    """Pids of the processes of process group `group` that are not zombies (from /proc)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == group and fields[0] != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def read_log(log: Path) -> list[str]:
+    """The call log's lines (none when it does not exist yet)."""
+    if not log.exists():
+        return []
+    return log.read_text(encoding="utf-8").splitlines()
+
+
+def calls(lines: list[str], kind: str) -> list[str]:
+    """The arguments of the `kind` calls in `lines`."""
+    return [line.split(" ", 1)[1] for line in lines if line.startswith(f"{kind} ")]
+
+
+def checkpoint_state(output: Path) -> dict[str, Any]:
+    """Batches (batch -> (consumed, done)) and the projected task ids in the checkpoints."""
+    db = sqlite3.connect(output / "work" / "checkpoints.sqlite3")
+    try:
+        batches = {
+            int(b): (int(c), bool(d))
+            for b, c, d in db.execute("SELECT batch, consumed, done FROM batches")
+        }
+        rows = db.execute("SELECT task_id FROM projection ORDER BY row")
+        projected = [str(task_id) for (task_id,) in rows]
+    finally:
+        db.close()
+    return {"batches": batches, "projected": projected}
+
+
+def checkpoint_dump(output: Path) -> list[str]:
+    """Every row of the checkpoints as SQL text (to compare before and after)."""
+    db = sqlite3.connect(output / "work" / "checkpoints.sqlite3")
+    try:
+        return list(db.iterdump())
+    finally:
+        db.close()
+
+
+def integrity(output: Path) -> str:
+    """`PRAGMA integrity_check` of the checkpoints."""
+    db = sqlite3.connect(output / "work" / "checkpoints.sqlite3")
+    try:
+        return str(db.execute("PRAGMA integrity_check").fetchone()[0])
+    finally:
+        db.close()
+
+
+def dataset_files(output: Path) -> dict[str, bytes]:
+    """Every file of `OUTPUT/dataset/` by name."""
+    folder = output / "dataset"
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def job_state(output: Path) -> dict[str, Any]:
+    """`OUTPUT/job.json`."""
+    doc: dict[str, Any] = json.loads((output / "job.json").read_text(encoding="utf-8"))
+    return doc
+
+
+def generated_ids(batch: int, seed: int = 0) -> list[str]:
+    """The raw task ids batch `batch` of the test config generates, in order."""
+    recipe = create_arithmetic(candidate_count=CANDIDATES)
+    context = GenerateContext(seed=seed, batch_index=batch, target_count=TARGET, purpose="harness")
+    return [sample.task_id for sample in recipe.generate(context)]
+
+
+def expected_cleans(committed: dict[int, tuple[int, bool]], batches: int) -> Counter[str]:
+    """The clean calls a resume owes: every uncommitted sample of every batch up to `batches`."""
+    owed: Counter[str] = Counter()
+    for batch in range(batches):
+        consumed, done = committed.get(batch, (0, False))
+        if not done:
+            owed.update(generated_ids(batch)[consumed:])
+    return owed
+
+
+def last_json(stdout: str) -> dict[str, Any]:
+    """The result line `corpus tasks` prints last."""
+    doc: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
+    return doc
