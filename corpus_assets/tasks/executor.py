@@ -54,6 +54,18 @@ class JobCancelled(CorpusError):
     exit_code = 130
 
 
+class CancelEvent(threading.Event):
+    """The one event that cancels a job, and the exit code its cancellation gives."""
+
+    exit_code = JobCancelled.exit_code
+
+    def request(self, exit_code: int) -> None:
+        """Cancel with `exit_code` (130 SIGINT, 143 SIGTERM); a second request changes nothing."""
+        if not self.is_set():
+            self.exit_code = exit_code
+            self.set()
+
+
 class ExhaustedError(DataError):
     """`max_batches` or `max_candidates` was reached before `select` could fill the target."""
 
@@ -111,19 +123,18 @@ class DataJob:
                 return done
         else:
             folder.write_config(self.config.raw)
-        folder.write_job(
-            "running",
-            partition_key=self.config.partition_key,
-            config_sha256=self.config.sha256,
-            identity=self.identity,
-        )
+            self._running(folder)
         ckpt = Checkpoints(folder.work / "checkpoints.sqlite3")
         self.folder, self.ckpt = folder, ckpt
         try:
             self._check_identity()
+            if self.resume:  # only now: a refused resume keeps the stored identity
+                self._running(folder)
             snapshot = self._with_retries()
         except BaseException as exc:
             state = "cancelled" if isinstance(exc, JobCancelled) else "failed"
+            if isinstance(exc, JobCancelled):
+                exc.exit_code = getattr(self.cancel, "exit_code", exc.exit_code)
             folder.write_job(state, error=_one_line(exc), exit_code=_exit_code(exc))
             raise
         finally:
@@ -132,6 +143,14 @@ class DataJob:
             "succeeded", dataset_id=snapshot.dataset_id, dataset_path=str(snapshot.path)
         )
         return snapshot
+
+    def _running(self, folder: JobFolder) -> None:
+        folder.write_job(
+            "running",
+            partition_key=self.config.partition_key,
+            config_sha256=self.config.sha256,
+            identity=self.identity,
+        )
 
     def _finished(self, folder: JobFolder) -> Snapshot | None:
         """A resumed job whose snapshot is published: verify and return it, doing no work."""

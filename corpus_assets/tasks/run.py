@@ -18,7 +18,7 @@ from typing import Any
 
 from corpus_assets.core.errors import ConfigError
 from corpus_assets.tasks.config import LoadedJobConfig, load_job_config
-from corpus_assets.tasks.executor import DataJob, JobCancelled, Progress
+from corpus_assets.tasks.executor import CancelEvent, DataJob, Progress
 from corpus_assets.tasks.export import export_hf_dataset
 from corpus_assets.tasks.snapshot import Snapshot
 
@@ -76,6 +76,8 @@ async def run_data_job(
     except asyncio.CancelledError:
         cancel.set()
         await asyncio.wait([outcome])  # the coordinator records `cancelled` and closes
+        if not outcome.cancelled():
+            outcome.exception()  # retrieved: the caller gets CancelledError, not JobCancelled
         raise
 
 
@@ -98,7 +100,7 @@ def run_command(
     config = load_job_config(config_path)
     if export_hf is not None and Path(export_hf).exists():
         raise ConfigError(f"--export-hf {export_hf} already exists; choose a new folder")
-    cancel = threading.Event()
+    cancel = CancelEvent()
     received: list[int] = []
     outcome: list[Any] = []
 
@@ -108,7 +110,7 @@ def run_command(
         else:
             progress("tasks: stopping after the current chunk (the job stays resumable)")
         received.append(signum)
-        cancel.set()
+        cancel.request(SIGNAL_EXIT[signal.Signals(signum)])
 
     previous = {s: signal.signal(s, on_signal) for s in SIGNAL_EXIT}
     try:
@@ -122,8 +124,6 @@ def run_command(
             signal.signal(s, handler)
     snapshot, error = outcome[0]
     if error is not None:
-        if isinstance(error, JobCancelled) and received:
-            error.exit_code = SIGNAL_EXIT[signal.Signals(received[0])]
         raise error
     result: dict[str, Any] = {"dataset_id": snapshot.dataset_id, "dataset_path": str(snapshot.path)}
     if export_hf is not None:

@@ -260,11 +260,6 @@ def test_ctrl_c_to_the_process_group_cancels_a_process_backend_job(
     assert dataset_files(output) == reference["files"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="executor bug: job.json records JobCancelled's class exit_code 130 before "
-    "run_command sets 143 for SIGTERM (executor.py _run_locked, run.py run_command)",
-)
 def test_job_json_records_the_sigterm_exit_code(tmp_path: Path) -> None:
     config = job_config(tmp_path / "job.json")
     log, output, gate = tmp_path / "calls.log", tmp_path / "out", tmp_path / "gate"
