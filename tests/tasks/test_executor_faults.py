@@ -386,6 +386,7 @@ def test_changed_identity_fails_before_any_recipe_call(
     kill_group(proc)
     before_log, before_db = read_log(log), checkpoint_dump(output)
     assert checkpoint_state(output)["batches"]
+    identity = json.loads((output / "job.json").read_text())["identity"]
 
     edit(tmp_path)
     resumed = run_job(config, output, job_env(log), resume=True)
@@ -395,3 +396,6 @@ def test_changed_identity_fails_before_any_recipe_call(
     assert read_log(log) == before_log
     assert checkpoint_dump(output) == before_db
     assert not (output / "dataset").exists()
+    job = json.loads((output / "job.json").read_text())
+    assert job["state"] == "failed" and job["exit_code"] == 65
+    assert job["identity"] == identity  # the refused identity is not recorded
