@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import IO, Any
 
-from corpus_assets.core.store.atomic import disk_error, dump_json, fsync_dir
+from corpus_assets.core.store.atomic import atomic_writer, disk_error, dump_json
 
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
@@ -30,26 +29,9 @@ def private_dir(path: Path) -> Path:
     return path
 
 
-@contextmanager
-def private_writer(path: Path) -> Iterator[IO[bytes]]:
+def private_writer(path: Path) -> AbstractContextManager[IO[bytes]]:
     """Yield a 0600 binary file at a temp name beside `path`; on success fsync and rename it in."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        tmp.unlink(missing_ok=True)  # a leftover of a crashed writer with this pid
-        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, PRIVATE_FILE)
-        os.fchmod(fd, PRIVATE_FILE)  # the umask must not matter
-        with os.fdopen(fd, "wb") as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        fsync_dir(path.parent)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise disk_error(exc, path) from exc
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    return atomic_writer(path, PRIVATE_FILE)
 
 
 def write_private(path: Path, data: bytes) -> None:

@@ -64,25 +64,24 @@ class RecipeSpec:
 _local = threading.local()
 
 
-def _init_worker(spec: RecipeSpec, in_process: bool) -> None:
+def _init_worker(spec: RecipeSpec, coordinator: int | None) -> None:
     """Pool initializer: this worker's own recipe; a process also leaves Ctrl-C to its parent
     and exits when its parent is gone."""
-    if in_process:
-        _child_of_coordinator()
+    if coordinator is not None:
+        _child_of_coordinator(coordinator)
     _local.recipe = spec.build()
 
 
-def _child_of_coordinator() -> None:
+def _child_of_coordinator(coordinator: int) -> None:
     """In a spawned worker: ignore SIGINT (the coordinator stops us) and die with the parent.
 
     A coordinator killed with SIGKILL cannot stop its workers, and a worker blocked on its
     queue would wait for ever; a watchdog thread sees the parent change and exits.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    parent = os.getppid()
 
-    def watch() -> None:
-        while os.getppid() == parent:
+    def watch() -> None:  # the coordinator's pid comes from it: it may be dead already
+        while os.getppid() == coordinator:
             time.sleep(ORPHAN_POLL_S)
         os._exit(EXIT_ORPHANED)
 
@@ -145,14 +144,14 @@ class Pool:
                 max_workers,
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=_init_worker,
-                initargs=(spec, True),
+                initargs=(spec, os.getpid()),
             )
         else:
             self.executor = ThreadPoolExecutor(
                 max_workers,
                 thread_name_prefix="task-worker",
                 initializer=_init_worker,
-                initargs=(spec, False),
+                initargs=(spec, None),
             )
 
     def submit(self, fn: Callable[[Any], Any], arg: Any) -> Future[Any]:
@@ -211,8 +210,8 @@ def produce(order: ProduceOrder, put: Callable[[tuple[Any, ...]], bool]) -> None
         put(("error", exc))
 
 
-def _produce_in_process(order: ProduceOrder, channel: Any) -> None:
-    _child_of_coordinator()
+def _produce_in_process(order: ProduceOrder, channel: Any, coordinator: int) -> None:
+    _child_of_coordinator(coordinator)
 
     def put(message: tuple[Any, ...]) -> bool:
         channel.put(message)
@@ -231,7 +230,7 @@ class Producer:
             ctx = multiprocessing.get_context("spawn")
             self._queue: Any = ctx.Queue(QUEUE_CHUNKS)
             self._process = ctx.Process(
-                target=_produce_in_process, args=(order, self._queue), daemon=True
+                target=_produce_in_process, args=(order, self._queue, os.getpid()), daemon=True
             )
             self._process.start()
         else:

@@ -49,13 +49,26 @@ def _nearly_full(path: Path) -> bool:
     return stats.f_bavail * stats.f_frsize < (1 << 20)
 
 
+def _open_new(tmp: Path, mode: int | None) -> IO[bytes]:
+    """`tmp` opened for writing; with `mode`, created with exactly that mode (umask ignored)."""
+    if mode is None:
+        return open(tmp, "wb")
+    tmp.unlink(missing_ok=True)  # a leftover of a crashed writer with this pid
+    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, mode)
+    os.fchmod(fd, mode)
+    return os.fdopen(fd, "wb")
+
+
 @contextmanager
-def atomic_writer(path: Path) -> Iterator[IO[bytes]]:
-    """Yield a binary file at a temp name beside `path`; on success fsync and rename it in."""
+def atomic_writer(path: Path, mode: int | None = None) -> Iterator[IO[bytes]]:
+    """Yield a binary file at a temp name beside `path`; on success fsync and rename it in.
+
+    `mode` (e.g. 0o600 for owner-only files) is the file's mode whatever the umask.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        with open(tmp, "wb") as fh:
+        with _open_new(tmp, mode) as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
