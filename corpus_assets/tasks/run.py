@@ -23,6 +23,7 @@ from corpus_assets.tasks.export import export_hf_dataset
 from corpus_assets.tasks.snapshot import Snapshot
 
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+SIGNAL_POLL_S = 0.1  # how soon the main thread relays a signal to the coordinator
 
 
 def _loaded(config: LoadedJobConfig | str | Path) -> LoadedJobConfig:
@@ -93,6 +94,18 @@ def _settle(
         future.set_result(result)
 
 
+def _relay_signals(received: list[int], told: int, cancel: CancelEvent, progress: Progress) -> int:
+    """Turn the signals received since `told` into the cancel request and one line each."""
+    for signum in received[told:]:
+        if told == 0:
+            cancel.request(SIGNAL_EXIT[signal.Signals(signum)])
+            progress("tasks: stopping after the current chunk (the job stays resumable)")
+        else:
+            progress("tasks: already stopping; waiting for workers to finish their chunk")
+        told += 1
+    return told
+
+
 def run_command(
     config_path: str, output: str, resume: bool, export_hf: str | None, progress: Progress
 ) -> dict[str, Any]:
@@ -105,20 +118,19 @@ def run_command(
     outcome: list[Any] = []
 
     def on_signal(signum: int, _frame: object) -> None:
-        if received:
-            progress("tasks: already stopping; waiting for workers to finish their chunk")
-        else:
-            progress("tasks: stopping after the current chunk (the job stays resumable)")
+        # Only a list append: a handler may interrupt the main thread anywhere, even inside
+        # a print or an Event's lock, and a nested second signal must not wait on either.
         received.append(signum)
-        cancel.request(SIGNAL_EXIT[signal.Signals(signum)])
 
     previous = {s: signal.signal(s, on_signal) for s in SIGNAL_EXIT}
     try:
         thread = start_job(
             config, Path(output), resume, cancel, progress, lambda r, e: outcome.append((r, e))
         )
+        told = 0
         while thread.is_alive():
-            thread.join(0.2)
+            thread.join(SIGNAL_POLL_S)
+            told = _relay_signals(received, told, cancel, progress)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)

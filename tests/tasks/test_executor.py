@@ -542,3 +542,51 @@ def test_worker_processes_exit_when_the_coordinator_is_killed(tmp_path: Path) ->
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+@pytest.mark.timeout(180)
+def test_a_burst_of_signals_still_ends_in_one_clean_cancel(tmp_path: Path) -> None:
+    """A flood of SIGTERMs: one cancel, one 'stopping' line, exit 143, `cancelled` recorded."""
+    import signal
+    import time
+
+    config = tmp_path / "big.yaml"
+    config.write_text(
+        EXAMPLE.read_text()
+        .replace("candidate_count: 64", "candidate_count: 400000")
+        .replace("maximum_per_recipe: 1000", "maximum_per_recipe: 400000")
+        + "max_candidates: 400000\nexecution:\n  batch_size: 64\n"
+    )
+    env = os.environ | {"PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "corpus_assets.cli",
+            "tasks",
+            "--config",
+            str(config),
+            "--output",
+            str(tmp_path / "out"),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "out" / "progress.json").exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        for _ in range(200):
+            proc.send_signal(signal.SIGTERM)
+            time.sleep(0.0005)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert err.count("stopping after the current chunk") == 1  # pending signals may merge
+    state = job_state(tmp_path / "out")
+    assert state["state"] == "cancelled" and state["exit_code"] == 143
