@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-_NUMBER = re.compile(r"[-+]?\d+(\.\d+)?")
+_NUMBER = re.compile(r"[-+]?(\d+(\.\d+)?|\.\d+)")
 _RATIO = re.compile(r"([-+]?\d+)/(\d+)")
 _FRAC = re.compile(r"([-+]?)\\[dt]?frac\{([-+]?\d+)\}\{(\d+)\}")
 _GROUPED = re.compile(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?")
@@ -65,6 +65,20 @@ def _strip_percent(value: str) -> str:
         if value.endswith(suffix):
             return value[: -len(suffix)].strip()
     return value
+
+
+def boxed_matches(response: object, expected: Fraction, *, allow_percent: bool = False) -> bool:
+    """The verifier: the last `\\boxed{...}` of `response` holds exactly `expected`.
+
+    Accepted inside the box: an integer, a decimal, `a/b`, `\\frac{a}{b}` or `\\dfrac{a}{b}`,
+    each with an optional sign in front, compared as exact rationals (`0.5` = `1/2` =
+    `\\frac{1}{2}`; `0.3333` is not `1/3`). Expressions are not evaluated; no box is wrong.
+    """
+    if not isinstance(response, str):
+        return False
+    boxed = last_boxed(response)
+    got = None if boxed is None else parse_answer(boxed, allow_percent=allow_percent)
+    return got is not None and got == expected
 
 
 def last_boxed(response: str) -> str | None:

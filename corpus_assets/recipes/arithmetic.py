@@ -19,7 +19,7 @@ from pathlib import Path
 
 from corpus_assets.core.errors import ConfigError
 from corpus_assets.recipes import arith_answers, arith_families, arith_select
-from corpus_assets.recipes.arith_answers import format_answer, last_boxed, parse_answer
+from corpus_assets.recipes.arith_answers import boxed_matches, format_answer, parse_answer
 from corpus_assets.recipes.arith_families import STREAMS, Stream
 from corpus_assets.recipes.arith_select import select_round_robin
 from corpus_assets.tasks.types import JSON, DataSample, GenerateContext, PublicTask, Selection
@@ -109,12 +109,10 @@ class ArithmeticRecipe:
     def score(self, sample: DataSample, response: JSON) -> float:
         """1.0 when the last `\\boxed{}` in `response` equals the reference exactly, else 0.0."""
         expected = _reference_value(sample.reference)
-        if not isinstance(response, str) or expected is None:
+        if expected is None:
             return 0.0
-        boxed = last_boxed(response)
         percent = sample.task.metadata.get("family") == "percentages"
-        got = None if boxed is None else parse_answer(boxed, allow_percent=percent)
-        return 1.0 if got is not None and got == expected else 0.0
+        return 1.0 if boxed_matches(response, expected, allow_percent=percent) else 0.0
 
     def select(
         self,
