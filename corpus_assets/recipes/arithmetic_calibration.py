@@ -1,0 +1,154 @@
+"""Recorded responses: calibrate against an evaluation that was run elsewhere (issue 12).
+
+`recorded_responses(...)` is a calibration factory. Its params name the model and harness
+(`model_ref`, `harness_ref`, `backend_model_digest`, `verifier_digest`) and `reports`: per batch,
+one report file per repeat. A report file is JSON with those four fields, a `trial_id`, its
+`batch` and `repeat`, and `results` (`task_id`, `response`, `failure_reason`, and a stored
+`score` that is ignored: the executor grades every response again). A report must cover exactly
+the requested tasks; the repeats of a batch have distinct trial ids. Anything else is a
+CalibrationError (exit 65) naming the file and the field. Report paths resolve against
+`config_dir` (the job config's folder, which the executor passes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from corpus_assets.tasks.calibration import (
+    Attempt,
+    CalibrationBatch,
+    CalibrationContext,
+    CalibrationError,
+)
+from corpus_assets.tasks.types import JSON, PublicTask
+
+IDENTITY = ("model_ref", "harness_ref", "backend_model_digest", "verifier_digest")
+
+
+def recorded_responses(
+    *,
+    model_ref: str,
+    harness_ref: str,
+    backend_model_digest: str,
+    verifier_digest: str,
+    reports: Sequence[Sequence[str]],
+    config_dir: str = ".",
+) -> RecordedResponses:
+    """The factory `calibration.implementation` names; `reports[batch][repeat]` are files."""
+    identity = dict(
+        zip(IDENTITY, (model_ref, harness_ref, backend_model_digest, verifier_digest), strict=True)
+    )
+    bad = [k for k, v in identity.items() if not isinstance(v, str) or not v]
+    if bad:
+        raise CalibrationError(f"recorded_responses: {', '.join(bad)} must be non-empty strings")
+    if not isinstance(reports, list) or not all(
+        isinstance(b, list) and all(isinstance(f, str) for f in b) for b in reports
+    ):
+        raise CalibrationError(
+            "recorded_responses: reports must be a list (per batch) of lists (per repeat) of paths"
+        )
+    base = Path(config_dir)
+    files = [[(base / f).resolve() for f in batch] for batch in reports]
+    return RecordedResponses(identity, files)
+
+
+class RecordedResponses:
+    """An async calibrator that answers from report files instead of a model."""
+
+    def __init__(self, identity: dict[str, str], reports: list[list[Path]]) -> None:
+        self.identity = identity
+        self.reports = reports
+
+    async def __call__(
+        self, tasks: Sequence[PublicTask], context: CalibrationContext
+    ) -> CalibrationBatch:
+        if context.batch_index >= len(self.reports):
+            raise CalibrationError(
+                f"recorded_responses: no reports for batch {context.batch_index} "
+                f"(params.reports has {len(self.reports)} batch(es))"
+            )
+        files = self.reports[context.batch_index]
+        if len(files) != context.repeats:
+            raise CalibrationError(
+                f"recorded_responses: batch {context.batch_index} has {len(files)} report(s); "
+                f"calibration.repeats is {context.repeats}"
+            )
+        wanted = [t.task_id for t in tasks]
+        attempts: list[Attempt] = []
+        provenance: list[dict[str, JSON]] = []
+        trials: dict[str, Path] = {}
+        for repeat, path in enumerate(files):
+            report, digest = _read(path)
+            self._check(report, path, context.batch_index, repeat)
+            trial = report["trial_id"]
+            if trial in trials:
+                raise CalibrationError(
+                    f"report {path}: trial_id {trial!r} repeats that of {trials[trial]}; the "
+                    "repeats of a batch need distinct trial ids"
+                )
+            trials[trial] = path
+            attempts.extend(_attempts(report, path, wanted, repeat))
+            provenance.append(
+                {"path": str(path), "sha256": digest, "trial_id": trial, "repeat": repeat}
+            )
+        return CalibrationBatch(
+            tuple(attempts), {**self.identity, "kind": "recorded_responses", "reports": provenance}
+        )
+
+    def _check(self, report: dict[str, Any], path: Path, batch: int, repeat: int) -> None:
+        for key, want in (*self.identity.items(), ("batch", batch), ("repeat", repeat)):
+            if report.get(key) != want:
+                raise CalibrationError(
+                    f"report {path}: field {key!r} is {report.get(key)!r}, expected {want!r}"
+                )
+        if not isinstance(report.get("trial_id"), str) or not report["trial_id"]:
+            raise CalibrationError(f"report {path}: field 'trial_id' must be a non-empty string")
+        if not isinstance(report.get("results"), list):
+            raise CalibrationError(f"report {path}: field 'results' must be a list")
+
+
+def _read(path: Path) -> tuple[dict[str, Any], str]:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CalibrationError(f"report {path}: cannot read it ({exc.strerror})") from None
+    try:
+        report = json.loads(data)
+    except ValueError as exc:
+        raise CalibrationError(f"report {path}: not JSON ({exc})") from None
+    if not isinstance(report, dict):
+        raise CalibrationError(f"report {path}: must be a JSON object")
+    return report, hashlib.sha256(data).hexdigest()
+
+
+def _attempts(report: dict[str, Any], path: Path, wanted: list[str], repeat: int) -> list[Attempt]:
+    """The report's results as attempts in request order; they must cover exactly `wanted`."""
+    by_id: dict[str, Attempt] = {}
+    for index, result in enumerate(report["results"]):
+        if not isinstance(result, dict) or not isinstance(result.get("task_id"), str):
+            raise CalibrationError(f"report {path}: results[{index}] needs a string 'task_id'")
+        task_id = result["task_id"]
+        if task_id in by_id:
+            raise CalibrationError(f"report {path}: task {task_id!r} appears twice in results")
+        reason = result.get("failure_reason")
+        if reason is not None and not isinstance(reason, str):
+            raise CalibrationError(
+                f"report {path}: results[{index}] field 'failure_reason' must be a string or null"
+            )
+        by_id[task_id] = Attempt(task_id, repeat, result.get("response"), reason)
+    missing = [t for t in wanted if t not in by_id]
+    if missing:
+        raise CalibrationError(
+            f"report {path}: field 'results' does not cover task {missing[0]!r} "
+            f"({len(missing)} requested task(s) missing)"
+        )
+    extra = sorted(set(by_id) - set(wanted))
+    if extra:
+        raise CalibrationError(
+            f"report {path}: field 'results' has task {extra[0]!r}, which was not requested"
+        )
+    return [by_id[t] for t in wanted]
