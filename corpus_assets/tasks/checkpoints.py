@@ -229,11 +229,7 @@ class Checkpoints:
     def finish_batch(self, batch: int, consumed: int, truncated: bool) -> None:
         """Mark a batch generated and cleaned to its end (`truncated`: cut by max_candidates)."""
         with self.transaction():
-            self.db.execute(
-                "INSERT INTO batches (batch, consumed) VALUES (?, ?) ON CONFLICT (batch) "
-                "DO UPDATE SET consumed = excluded.consumed",
-                (batch, consumed),
-            )
+            self._advance(batch, consumed, dict.fromkeys(COUNTS, 0))
             self.db.execute(
                 "UPDATE batches SET done = 1, truncated = ? WHERE batch = ?",
                 (int(truncated), batch),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -304,7 +304,7 @@ class DataJob:
                 f"select() chose {len(ids)} task(s); it must choose exactly target_count "
                 f"= {self.model.target_count}"
             )
-        repeated = sorted({t for t in ids if ids.count(t) > 1}) if len(set(ids)) < len(ids) else []
+        repeated = sorted(t for t, n in Counter(ids).items() if n > 1)
         if repeated:
             raise RecipeError(f"select() chose task id(s) twice: {', '.join(repeated[:5])}")
         try:

@@ -49,7 +49,7 @@ def recipe_files(spec: RecipeSpec, recipe: Recipe) -> dict[str, str]:
     if callable(declared):
         paths = [Path(p).resolve() for p in declared()]
     else:
-        module = inspect.getmodule(_factory_object(spec))
+        module = inspect.getmodule(load_factory(spec.factory))
         paths = [Path(inspect.getfile(module)).resolve()] if module else []
     if not paths:
         return {}
@@ -58,10 +58,6 @@ def recipe_files(spec: RecipeSpec, recipe: Recipe) -> dict[str, str]:
         raise RecipeError(f"recipe source_files() names missing file(s): {', '.join(missing)}")
     base = Path(os.path.commonpath([p.parent for p in paths]))
     return {str(p.relative_to(base)): file_sha256(p) for p in sorted(paths)}
-
-
-def _factory_object(spec: RecipeSpec) -> Any:
-    return load_factory(spec.factory)
 
 
 def job_identity(config: LoadedJobConfig, spec: RecipeSpec, recipe: Recipe) -> dict[str, Any]:

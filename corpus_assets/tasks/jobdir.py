@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -78,8 +79,6 @@ class JobFolder:
             self._lock_fd = None
 
     def read_job(self) -> dict[str, Any]:
-        import json
-
         try:
             doc: dict[str, Any] = json.loads(self.job_file.read_text(encoding="utf-8"))
         except (OSError, ValueError):

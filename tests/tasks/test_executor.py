@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from job_support import job_state, living_members, start_job
 
 from corpus_assets.core.errors import ConfigError, DataError, TransientError
 from corpus_assets.tasks.config import load_job_config
@@ -75,11 +78,6 @@ def corpus(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[s
         timeout=300,
         check=False,
     )
-
-
-def job_state(output: Path) -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads((output / "job.json").read_text())
-    return doc
 
 
 # -- the example job, as a new user runs it ------------------------------------------------
@@ -475,117 +473,57 @@ def test_a_second_job_on_a_locked_folder_fails_at_once(tmp_path: Path) -> None:
         os.close(fd)
 
 
-def _children(pid: int) -> list[int]:
-    """Pids whose parent is `pid` (read from /proc)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            if ppid == pid:
-                found.append(int(proc.name))
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
+def _start_big_job(tmp_path: Path, execution: str) -> tuple[subprocess.Popen[str], Path]:
+    """A 400k-candidate example job in its own session, once it has committed a chunk."""
+    config = tmp_path / "big.yaml"
+    config.write_text(
+        EXAMPLE.read_text()
+        .replace("candidate_count: 64", "candidate_count: 400000")
+        .replace("maximum_per_recipe: 1000", "maximum_per_recipe: 400000")
+        + f"max_candidates: 400000\nexecution:\n{execution}"
+    )
+    err = tmp_path / "stderr.txt"
+    proc = start_job(config, tmp_path / "out", os.environ | {"PYTHONPATH": str(REPO)}, err)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "out" / "progress.json").exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise AssertionError(f"the job did not start: {err.read_text()}")
+        time.sleep(0.05)
+    return proc, err
 
 
 @pytest.mark.timeout(180)
 def test_worker_processes_exit_when_the_coordinator_is_killed(tmp_path: Path) -> None:
     """SIGKILL of `corpus tasks` alone: its spawned producer and workers must not linger."""
-    import signal
-    import time
-
-    config = tmp_path / "big.yaml"
-    config.write_text(
-        EXAMPLE.read_text()
-        .replace("candidate_count: 64", "candidate_count: 400000")
-        .replace("maximum_per_recipe: 1000", "maximum_per_recipe: 400000")
-        + "max_candidates: 400000\nexecution:\n  backend: process\n  max_workers: 2\n"
-    )
-    env = os.environ | {"PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "corpus_assets.cli",
-            "tasks",
-            "--config",
-            str(config),
-            "--output",
-            str(tmp_path / "out"),
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc, _ = _start_big_job(tmp_path, "  backend: process\n  max_workers: 2\n")
     try:
-        deadline = time.monotonic() + 120
-        while (tmp_path / "out" / "progress.json").exists() is False:
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.1)
-        workers = _children(proc.pid)
+        workers = [pid for pid in living_members(proc.pid) if pid != proc.pid]
         assert len(workers) >= 3  # two pool workers and the producer (and a resource tracker)
-        proc.send_signal(signal.SIGKILL)
+        proc.send_signal(signal.SIGKILL)  # the coordinator only, not its group
         assert proc.wait(30) == -signal.SIGKILL
         deadline = time.monotonic() + 30
-        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        while living_members(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not [pid for pid in workers if _alive(pid)]
+        assert not living_members(proc.pid)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        if living_members(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 @pytest.mark.timeout(180)
 def test_a_burst_of_signals_still_ends_in_one_clean_cancel(tmp_path: Path) -> None:
     """A flood of SIGTERMs: one cancel, one 'stopping' line, exit 143, `cancelled` recorded."""
-    import signal
-    import time
-
-    config = tmp_path / "big.yaml"
-    config.write_text(
-        EXAMPLE.read_text()
-        .replace("candidate_count: 64", "candidate_count: 400000")
-        .replace("maximum_per_recipe: 1000", "maximum_per_recipe: 400000")
-        + "max_candidates: 400000\nexecution:\n  batch_size: 64\n"
-    )
-    env = os.environ | {"PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "corpus_assets.cli",
-            "tasks",
-            "--config",
-            str(config),
-            "--output",
-            str(tmp_path / "out"),
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc, err_file = _start_big_job(tmp_path, "  batch_size: 64\n")
     try:
-        deadline = time.monotonic() + 120
-        while not (tmp_path / "out" / "progress.json").exists():
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
         for _ in range(200):
             proc.send_signal(signal.SIGTERM)
             time.sleep(0.0005)
-        _, err = proc.communicate(timeout=60)
+        proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
+    err = err_file.read_text()
     assert proc.returncode == 143, err
     assert err.count("stopping after the current chunk") == 1  # pending signals may merge
     state = job_state(tmp_path / "out")
