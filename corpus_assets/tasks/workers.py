@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +73,18 @@ def _init_worker(spec: RecipeSpec, coordinator: int | None) -> None:
     _local.recipe = spec.build()
 
 
+@contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """Block SIGINT in this thread while it spawns: a child inherits the blocked mask through
+    exec, so a Ctrl-C to the process group while the child is still starting (before it can
+    ignore SIGINT) stays pending instead of killing it. The main thread still receives it."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def _child_of_coordinator(coordinator: int) -> None:
     """In a spawned worker: ignore SIGINT (the coordinator stops us) and die with the parent.
 
@@ -79,6 +92,7 @@ def _child_of_coordinator(coordinator: int) -> None:
     queue would wait for ever; a watchdog thread sees the parent change and exits.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a pending one is dropped
 
     def watch() -> None:  # the coordinator's pid comes from it: it may be dead already
         while os.getppid() == coordinator:
@@ -155,7 +169,8 @@ class Pool:
             )
 
     def submit(self, fn: Callable[[Any], Any], arg: Any) -> Future[Any]:
-        return self.executor.submit(fn, arg)
+        with _sigint_blocked():  # a process pool spawns its workers inside submit
+            return self.executor.submit(fn, arg)
 
     def close(self) -> None:
         """Wait for running calls to end; calls not started are cancelled."""
@@ -232,7 +247,8 @@ class Producer:
             self._process = ctx.Process(
                 target=_produce_in_process, args=(order, self._queue, os.getpid()), daemon=True
             )
-            self._process.start()
+            with _sigint_blocked():
+                self._process.start()
         else:
             self._queue = queue.Queue(QUEUE_CHUNKS)
             self._abandoned = threading.Event()
