@@ -68,6 +68,14 @@ class Selection:
 
 
 @dataclass(frozen=True)
+class GenerationShard:
+    """Positions `start ..< stop` of a batch's `generate` stream, generated on their own."""
+
+    start: int
+    stop: int
+
+
+@dataclass(frozen=True)
 class GenerateContext:
     """What `generate` and `select` are told: seed, batch, target, purpose, input files."""
 
@@ -106,6 +114,22 @@ class Recipe(Protocol):
     def training_row(self, sample: DataSample) -> dict[str, JSON]:
         """One JSON training row for a selected sample (`train.jsonl`)."""
         ...
+
+
+# Optional hooks (issue 12), found with getattr; a recipe without them uses the methods above.
+#
+#   generation_shards(context, shard_size) -> Iterable[GenerationShard]
+#       contiguous ranges from 0 that together are the batch; each at most `shard_size` long.
+#   generate_shard(context, shard) -> Iterable[DataSample]
+#       at most `stop - start` samples: positions start..stop-1 of `generate(context)`.
+#   selection_policy(context, calibrated) -> SelectionPolicy | None
+#       None: select with `select` as without the hooks.
+#   rank(sample, scores, context) -> RankedCandidate | None
+#       the candidate's place in the global order, or None when it is not eligible; `scores`
+#       holds one score per repeat (None where the attempt failed), empty without calibration,
+#       and `context` is the context of the candidate's own batch.
+#   finalize_selection(selected, eligible_count, context) -> Selection
+#       the final ids from a `RankedSelection`, or InsufficientDataError for another batch.
 
 
 def check_score(value: object) -> float:
