@@ -7,8 +7,7 @@ given changes no candidate, and no reference can reach it. The executor grades t
 itself with the recipe's `score`; `check_attempts` first makes sure every requested (task,
 repeat) pair came back exactly once.
 
-Planned (issue 12): the executor's calibrate step (chunked calls, checkpointed responses,
-`probes.jsonl`).
+The executor's calibrate step is `tasks/calibrate.py`.
 """
 
 from __future__ import annotations
@@ -46,12 +45,15 @@ class CalibrationBatch:
 
 @dataclass(frozen=True)
 class CalibrationContext:
-    """What a calibrator is told: the batch, how many repeats, the job's purpose and seed."""
+    """What a calibrator is told: the batch, repeats, the job's purpose and seed, and the ids of
+    all the batch's retained candidates (`work/batch-N-candidates.jsonl`), of which one call
+    gets at most `execution.batch_size`."""
 
     batch_index: int
     repeats: int
     purpose: Purpose
     seed: int
+    batch_task_ids: tuple[str, ...] = ()  # all of the batch's retained candidates, in order
 
 
 Calibrator = Callable[[Sequence[PublicTask], CalibrationContext], Awaitable[CalibrationBatch]]

@@ -2,9 +2,11 @@
 
 One connection, owned by the coordinator thread, in WAL mode with `synchronous=FULL`: a chunk of
 cleaned candidates, its batch's progress and its counts commit in one transaction, so a process
-killed at any instant resumes from the last committed chunk. Candidate payloads, the dedup
-indexes and the excluded ids live here on disk; `CandidatePool` and `ScoreTable` give `select`
-a sequence and a mapping backed by the database, never a whole list in memory.
+killed at any instant resumes from the last committed chunk. Calibration commits each finished
+call's responses with its provenance, then each graded chunk's scores, the same way; ranking
+chunks likewise. Candidate payloads, the dedup indexes and the excluded ids live here on disk;
+`CandidatePool` and `ScoreTable` give `select` a sequence and a mapping backed by the database,
+never a whole list in memory.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, NamedTuple, overload
 
 from corpus_assets.core.errors import DataError
 from corpus_assets.tasks.files import PRIVATE_FILE, jsonl_line
+from corpus_assets.tasks.ranking import RankedCandidate, RankingTable
 from corpus_assets.tasks.types import JSON, DataSample, ProjectedRow
 
 SCHEMA_VERSION = 1
@@ -53,6 +56,20 @@ CREATE TABLE IF NOT EXISTS scores (
     task_id TEXT NOT NULL,
     repeat INTEGER NOT NULL,
     score REAL,
+    PRIMARY KEY (task_id, repeat)
+);
+CREATE TABLE IF NOT EXISTS calls (
+    batch INTEGER NOT NULL,
+    first INTEGER NOT NULL,
+    provenance TEXT NOT NULL,
+    PRIMARY KEY (batch, first)
+);
+CREATE TABLE IF NOT EXISTS responses (
+    task_id TEXT NOT NULL,
+    repeat INTEGER NOT NULL,
+    batch INTEGER NOT NULL,
+    response TEXT NOT NULL,
+    failure_reason TEXT,
     PRIMARY KEY (task_id, repeat)
 );
 CREATE TABLE IF NOT EXISTS projection (
@@ -136,6 +153,7 @@ class Checkpoints:
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.executescript(_SCHEMA)
         self._next_seq = int(self.db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0])
+        self._ranking: RankingTable | None = None
 
     def close(self) -> None:
         self.db.close()
@@ -295,7 +313,7 @@ class Checkpoints:
                 self._next_seq += 1
         return rows
 
-    def _lookup(self, select: str, column: str, values: Sequence[str]) -> Iterator[Any]:
+    def _lookup(self, select: str, column: str, values: Sequence[Any]) -> Iterator[Any]:
         """`SELECT <select> WHERE <column> IN values`, in slices SQLite accepts."""
         distinct = sorted(set(values))
         for start in range(0, len(distinct), IN_LIMIT):
@@ -348,6 +366,148 @@ class Checkpoints:
         )
         while rows := cursor.fetchmany(PAGE):
             yield from rows
+
+    def batch_seqs(self, batch: int, without: str | None = None) -> list[int]:
+        """The pool positions of a batch's candidates in order; `without` leaves out those that
+        already have `responses` or `scores` (repeat 0 is written with every other repeat)."""
+        where = ""
+        if without is not None:
+            table = {"responses": "responses", "scores": "scores"}[without]
+            where = (
+                f"AND NOT EXISTS (SELECT 1 FROM {table} t "
+                "WHERE t.task_id = c.task_id AND t.repeat = 0)"
+            )
+        rows = self.db.execute(
+            f"SELECT seq FROM candidates c WHERE batch = ? {where} ORDER BY seq", (batch,)
+        )
+        return [r[0] for r in rows]
+
+    def candidate_rows(self, seqs: Sequence[int], column: str) -> list[str]:
+        """`payload` (whole sample) or `public` (public task) JSON of the candidates at `seqs`."""
+        if column not in ("payload", "public"):
+            raise ValueError(f"no candidate column {column!r}")
+        found = dict(self._lookup(f"seq, {column} FROM candidates", "seq", seqs))
+        return [found[s] for s in seqs]
+
+    def batch_task_ids(self, batch: int) -> tuple[str, ...]:
+        """A batch's retained task ids in pool order (`work/batch-N-candidates.jsonl`)."""
+        rows = self.db.execute(
+            "SELECT task_id FROM candidates WHERE batch = ? ORDER BY seq", (batch,)
+        )
+        return tuple(r[0] for r in rows)
+
+    def commit_call(
+        self,
+        batch: int,
+        first: int,
+        attempts: Sequence[tuple[str, int, str, str | None]],
+        provenance: str,
+    ) -> None:
+        """One finished calibrator call (its first task at pool position `first`): its
+        (task_id, repeat, response JSON, failure reason) rows and provenance, atomically."""
+        with self.transaction():
+            self.db.execute(
+                "INSERT INTO calls (batch, first, provenance) VALUES (?, ?, ?)",
+                (batch, first, provenance),
+            )
+            self.db.executemany(
+                "INSERT INTO responses (task_id, repeat, batch, response, failure_reason) "
+                "VALUES (?, ?, ?, ?, ?)",
+                ((t, r, batch, response, reason) for t, r, response, reason in attempts),
+            )
+
+    def calls(self, batch: int | None = None) -> int:
+        """How many calibrator calls were committed (in one batch, or in all)."""
+        if batch is None:
+            return int(self.db.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
+        return int(
+            self.db.execute("SELECT COUNT(*) FROM calls WHERE batch = ?", (batch,)).fetchone()[0]
+        )
+
+    def batch_provenance(self, batch: int) -> list[JSON]:
+        """The distinct provenances of a batch's calls, in pool order of their first task."""
+        seen: dict[str, None] = {}
+        for (text,) in self.db.execute(
+            "SELECT provenance FROM calls WHERE batch = ? ORDER BY first", (batch,)
+        ):
+            seen.setdefault(text, None)
+        return [json.loads(text) for text in seen]
+
+    def responses(self, task_ids: Sequence[str]) -> dict[str, list[tuple[JSON, str | None]]]:
+        """Per task id its (response, failure reason) per repeat, in repeat order."""
+        out: dict[str, list[tuple[int, JSON, str | None]]] = {}
+        for task_id, repeat, response, reason in self._lookup(
+            "task_id, repeat, response, failure_reason FROM responses", "task_id", task_ids
+        ):
+            out.setdefault(task_id, []).append((repeat, json.loads(response), reason))
+        return {t: [(r, f) for _, r, f in sorted(rows)] for t, rows in out.items()}
+
+    def scores_of(self, task_ids: Sequence[str]) -> dict[str, tuple[float | None, ...]]:
+        """Per task id that has scores, one per repeat in repeat order."""
+        rows: dict[str, list[tuple[int, float | None]]] = {}
+        for task_id, repeat, score in self._lookup(
+            "task_id, repeat, score FROM scores", "task_id", task_ids
+        ):
+            rows.setdefault(task_id, []).append((repeat, score))
+        return {t: tuple(s for _, s in sorted(per)) for t, per in rows.items()}
+
+    def commit_scores(self, scores: Sequence[tuple[str, int, float | None]]) -> None:
+        """One graded chunk's (task_id, repeat, score), atomically."""
+        with self.transaction():
+            self.db.executemany(
+                "INSERT INTO scores (task_id, repeat, score) VALUES (?, ?, ?)", scores
+            )
+
+    def calibration_counts(self, batch: int) -> dict[str, int]:
+        """Per batch: tasks calibrated, attempts, failed attempts, correct (score 1.0) attempts."""
+        tasks, attempts, failed = self.db.execute(
+            "SELECT COUNT(DISTINCT task_id), COUNT(*), COUNT(failure_reason) FROM responses "
+            "WHERE batch = ?",
+            (batch,),
+        ).fetchone()
+        return {"calibrated": tasks, "attempts": attempts, "failed_attempts": failed}
+
+    def probe_rows(self) -> Iterator[dict[str, JSON]]:
+        """Per selected task (projection order) and repeat: response, failure reason, score."""
+        cursor = self.db.execute(
+            "SELECT p.task_id, r.repeat, r.response, r.failure_reason, s.score "
+            "FROM projection p JOIN responses r ON r.task_id = p.task_id "
+            "LEFT JOIN scores s ON s.task_id = r.task_id AND s.repeat = r.repeat "
+            "ORDER BY p.row, r.repeat"
+        )
+        while rows := cursor.fetchmany(PAGE):
+            for task_id, repeat, response, reason, score in rows:
+                yield {
+                    "task_id": task_id,
+                    "repeat": repeat,
+                    "response": json.loads(response),
+                    "failure_reason": reason,
+                    "score": score,
+                }
+
+    # -- ranking ---------------------------------------------------------------------------
+
+    def ranking(self) -> RankingTable:
+        """The ranked eligible candidates (created on first use)."""
+        if self._ranking is None:
+            self._ranking = RankingTable(self.db)
+        return self._ranking
+
+    def ranked(self, batch: int) -> int:
+        """How many of a batch's candidates (in pool order) were ranked."""
+        return int(self.get(f"ranked:{batch}") or 0)
+
+    def commit_ranking(self, batch: int, ranked: int, eligible: Sequence[RankedCandidate]) -> None:
+        """One ranking chunk: its eligible candidates and the batch's ranked count, atomically."""
+        table = self.ranking()
+        with self.transaction():
+            table.insert(eligible)
+            self._put(f"ranked:{batch}", ranked)
+
+    def eligible(self) -> int:
+        """How many ranked candidates are eligible (in the ranking table)."""
+        table = self.ranking().table
+        return int(self.db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 
     # -- projection ------------------------------------------------------------------------
 

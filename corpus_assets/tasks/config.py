@@ -68,6 +68,7 @@ class ExecutionSpec(_Section):
 
     max_workers: StrictInt = Field(default=1, ge=1)
     batch_size: StrictInt = Field(default=256, ge=1)
+    shard_size: StrictInt = Field(default=4096, ge=1)
     backend: Literal["thread", "process"] = "thread"
     max_retries: StrictInt = Field(default=0, ge=0)
     retry_delay: StrictFloat = Field(default=1.0, gt=0.0)

@@ -1,10 +1,14 @@
-"""The data-job executor: generate → clean → deduplicate/exclude → select → project → publish.
+"""The data-job executor: generate → clean → deduplicate/exclude → calibrate → rank/select →
+project → publish.
 
-One coordinator (its own thread, see `run_data_job`) owns the checkpoint database and decides
-everything in a fixed order; recipe code runs in `workers.Pool` and `workers.Producer`. Chunks
-are `execution.batch_size` samples; their results are committed in submission order, so the
-snapshot is the same for any worker count, backend or chunk size, and a resumed job picks up
-after the last committed chunk.
+One coordinator (its own thread and event loop, see `run_data_job`) owns the checkpoint
+database and decides everything in a fixed order; recipe code runs in `workers.Pool` and
+`workers.Producer`, calibrator calls on the coordinator's loop (`calibrate.py`). Chunks are
+`execution.batch_size` samples; their results are committed in pool order, so the snapshot is
+the same for any worker count, backend or chunk size, and a resumed job picks up after the last
+committed chunk. A recipe with generation-shard hooks generates each batch in parallel shard
+files (`shards.py`); one with ranking hooks is selected by the global ranked merge
+(`ranking.py`).
 """
 
 from __future__ import annotations
@@ -17,17 +21,21 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from corpus_assets.core.errors import ConfigError, CorpusError, DataError, TransientError
-from corpus_assets.tasks.checkpoints import Checkpoints, canonical
+from corpus_assets.core.errors import CorpusError, DataError, TransientError
+from corpus_assets.tasks.calibrate import CalibrateStep, build_calibrator
+from corpus_assets.tasks.checkpoints import BatchState, Checkpoints, canonical
 from corpus_assets.tasks.config import LoadedJobConfig, identity_form
 from corpus_assets.tasks.files import private_writer
 from corpus_assets.tasks.identity import (
     changed_message,
+    factory_files,
     identity_changes,
     job_identity,
     read_exclusions,
 )
 from corpus_assets.tasks.jobdir import JobFolder
+from corpus_assets.tasks.ranking import RankedSelection, SelectionPolicy, select_ranked_candidates
+from corpus_assets.tasks.shards import ShardFile, checked_plan, has_shard_hooks
 from corpus_assets.tasks.snapshot import Snapshot, load_snapshot, write_snapshot
 from corpus_assets.tasks.types import (
     GenerateContext,
@@ -38,10 +46,14 @@ from corpus_assets.tasks.workers import (
     Pool,
     ProduceOrder,
     Producer,
+    RankOrder,
     RecipeError,
     RecipeSpec,
+    ShardOrder,
     clean_chunk,
     project_chunk,
+    rank_chunk,
+    shard_chunk,
 )
 
 MAX_RETRY_DELAY_S = 60.0
@@ -91,11 +103,6 @@ class DataJob:
         cancel: threading.Event | None = None,
         progress: Progress | None = None,
     ) -> None:
-        if config.model.calibration is not None:
-            raise ConfigError(
-                "[calibration] is not supported yet (planned: task datasets part 2); "
-                "remove it to select without calibration"
-            )
         self.config = config
         self.model = config.model
         self.execution = config.model.execution
@@ -106,17 +113,29 @@ class DataJob:
         self.spec = RecipeSpec(config.model.recipe, dict(config.model.params))
         self.recipe = self.spec.build()  # the coordinator's own instance: select, identity
         self.identity = job_identity(config, self.spec, self.recipe)
+        calibration = config.model.calibration
+        self.calibrate: CalibrateStep | None = None
+        if calibration is not None:
+            self.calibrate = CalibrateStep(
+                build_calibrator(calibration, config.base_dir),
+                calibration.repeats,
+                self.model.purpose,
+                self.model.seed,
+                self.execution.batch_size,
+                self.execution.max_workers,
+            )
 
     # -- the whole job ---------------------------------------------------------------------
 
-    def run(self) -> Snapshot:
+    async def run(self) -> Snapshot:
+        """Run (or resume) the job on the calling thread's event loop; its verified snapshot."""
         folder = JobFolder.open(self.output, self.resume)
         try:
-            return self._run_locked(folder)
+            return await self._run_locked(folder)
         finally:
             folder.release()
 
-    def _run_locked(self, folder: JobFolder) -> Snapshot:
+    async def _run_locked(self, folder: JobFolder) -> Snapshot:
         if self.resume:
             done = self._finished(folder)
             if done is not None:
@@ -130,7 +149,7 @@ class DataJob:
             self._check_identity()
             if self.resume:  # only now: a refused resume keeps the stored identity
                 self._running(folder)
-            snapshot = self._with_retries()
+            snapshot = await self._with_retries()
         except BaseException as exc:
             state = "cancelled" if isinstance(exc, JobCancelled) else "failed"
             if isinstance(exc, JobCancelled):
@@ -176,11 +195,11 @@ class DataJob:
         if changes:
             raise DataError(changed_message(self.folder.path, changes))
 
-    def _with_retries(self) -> Snapshot:
+    async def _with_retries(self) -> Snapshot:
         attempt = 0
         while True:
             try:
-                return self._attempt()
+                return await self._attempt()
             except BaseException as exc:
                 if not retryable(exc) or attempt >= self.execution.max_retries:
                     if retryable(exc) and not isinstance(exc, TransientError):
@@ -194,11 +213,11 @@ class DataJob:
                     raise JobCancelled("cancelled while waiting to retry") from None
                 attempt += 1
 
-    def _attempt(self) -> Snapshot:
+    async def _attempt(self) -> Snapshot:
         pool = Pool(self.spec, self.execution.backend, self.execution.max_workers)
         try:
             if self.ckpt.get("selection") is None:
-                self._search(pool)
+                await self._search(pool)
             self._project(pool)
         finally:
             pool.close()
@@ -215,19 +234,22 @@ class DataJob:
             inputs=self.config.inputs,
         )
 
-    def _search(self, pool: Pool) -> None:
-        """Batches until `select` succeeds, or a bound is reached (ExhaustedError)."""
+    async def _search(self, pool: Pool) -> None:
+        """Batches until selection succeeds, or a bound is reached (ExhaustedError)."""
         searched = self.ckpt.get("searched")  # the last batch whose select asked for more
         batch = 0 if searched is None else searched + 1
         while True:
             state = self.ckpt.batch(batch)
             if not state.done:
-                self._generate(pool, batch, state.consumed)
+                if has_shard_hooks(self.recipe):
+                    self._generate_sharded(pool, batch, state.consumed)
+                else:
+                    self._generate(pool, batch, state.consumed)
             self._write_batch_files(batch)
+            if self.calibrate is not None:
+                await self._calibrate(pool, batch)
             try:
-                selection = self.recipe.select(
-                    self.ckpt.pool(), self.ckpt.scores(), self.context(batch)
-                )
+                selection = self._select(pool, batch)
             except InsufficientDataError as exc:
                 self._out_of_bounds(batch, exc)
                 self.ckpt.put("searched", batch)
@@ -275,6 +297,129 @@ class DataJob:
         self._progress("generate", batch)
         if self.cancel.is_set():
             raise JobCancelled(f"cancelled during batch {batch}")
+
+    def _generate_sharded(self, pool: Pool, batch: int, consumed: int) -> None:
+        """Generate batch `batch` as the recipe's shards, in parallel shard files, and import
+        their rows in shard order after the first `consumed` (see `shards.py`)."""
+        before = self.ckpt.generated_total() - consumed
+        context = self.context(batch)
+        shard_size = self.execution.shard_size
+        plan, truncated = checked_plan(
+            self.recipe.generation_shards(context, shard_size),  # type: ignore[attr-defined]
+            shard_size,
+            max(self.model.max_candidates - before, 0),
+        )
+        files = [ShardFile(self.folder.work, batch, i, shard) for i, shard in enumerate(plan)]
+        pending: deque[tuple[ShardFile, Future[Any] | int]] = deque()
+        position = 0  # samples of this batch in the shards before the next one to import
+        try:
+            for file in files:
+                rows = file.verified_rows()
+                pending.append(
+                    (
+                        file,
+                        rows
+                        if rows is not None
+                        else pool.submit(shard_chunk, ShardOrder(context, file)),
+                    )
+                )
+                while len(pending) > 2 * self.execution.max_workers:
+                    position = self._import_shard(batch, consumed, position, *pending.popleft())
+            while pending:
+                position = self._import_shard(batch, consumed, position, *pending.popleft())
+        finally:
+            for _, job in pending:
+                if isinstance(job, Future):
+                    job.cancel()
+        self.ckpt.finish_batch(batch, max(position, consumed), truncated)
+        for file in files:
+            file.remove()
+
+    def _import_shard(
+        self, batch: int, consumed: int, position: int, file: ShardFile, job: Future[Any] | int
+    ) -> int:
+        """Commit a shard's rows not yet committed, in `batch_size` chunks; the next position."""
+        rows: int = job if isinstance(job, int) else job.result()
+        end = position + rows
+        if end > consumed:
+            skip = max(consumed - position, 0)
+            chunk: list[Any] = []
+            done = position + skip
+            for row in file.read(skip):
+                chunk.append(row)
+                if len(chunk) == self.execution.batch_size:
+                    done += len(chunk)
+                    self._commit_rows(batch, done, chunk)
+                    chunk = []
+            if chunk:
+                self._commit_rows(batch, done + len(chunk), chunk)
+        return end
+
+    def _commit_rows(self, batch: int, consumed: int, rows: list[Any]) -> None:
+        self.ckpt.commit_chunk(batch, consumed, rows)
+        self._progress("generate", batch)
+        if self.cancel.is_set():
+            raise JobCancelled(f"cancelled during batch {batch}")
+
+    async def _calibrate(self, pool: Pool, batch: int) -> None:
+        """Ask the calibrator about the batch's new candidates, then grade the answers."""
+        assert self.calibrate is not None
+        await self.calibrate.ask(self.ckpt, batch, self.cancel.is_set)
+        if self.cancel.is_set():
+            raise JobCancelled(f"cancelled while calibrating batch {batch}")
+        self._progress("calibrate", batch)
+        self.calibrate.grade(self.ckpt, pool, batch, self.cancel.is_set)
+        if self.cancel.is_set():
+            raise JobCancelled(f"cancelled while grading batch {batch}")
+
+    def _select(self, pool: Pool, batch: int) -> Selection:
+        """The recipe's selection: the ranked merge when its policy hook gives a policy."""
+        context = self.context(batch)
+        hook = getattr(self.recipe, "selection_policy", None)
+        policy = hook(context, self.calibrate is not None) if callable(hook) else None
+        if policy is None:
+            return self.recipe.select(self.ckpt.pool(), self.ckpt.scores(), context)
+        if not isinstance(policy, SelectionPolicy):
+            raise RecipeError(
+                f"selection_policy() returned a {type(policy).__name__}; allowed: "
+                "SelectionPolicy or None"
+            )
+        for earlier in range(batch + 1):
+            self._rank(pool, earlier)
+        ranked = select_ranked_candidates(self.ckpt.ranking(), self.model.target_count, policy)
+        finalize = getattr(self.recipe, "finalize_selection", None)
+        if not callable(finalize):
+            return _plain_selection(ranked, self.model.target_count)
+        return finalize(ranked, self.ckpt.eligible(), context)  # type: ignore[no-any-return]
+
+    def _rank(self, pool: Pool, batch: int) -> None:
+        """Rank the batch's candidates not ranked yet, in worker chunks committed in order."""
+        seqs = self.ckpt.batch_seqs(batch)
+        size = self.execution.batch_size
+        context = self.context(batch)
+        pending: deque[tuple[int, Future[Any]]] = deque()
+        try:
+            for start in range(self.ckpt.ranked(batch), len(seqs), size):
+                payloads = [
+                    json.loads(p)
+                    for p in self.ckpt.candidate_rows(seqs[start : start + size], "payload")
+                ]
+                scores = self.ckpt.scores_of([p["task_id"] for p in payloads])
+                items = [(p, scores.get(p["task_id"], ())) for p in payloads]
+                end = start + len(items)
+                pending.append((end, pool.submit(rank_chunk, RankOrder(context, items))))
+                while len(pending) > 2 * self.execution.max_workers:
+                    self._commit_ranking(batch, *pending.popleft())
+            while pending:
+                self._commit_ranking(batch, *pending.popleft())
+        finally:
+            for _, future in pending:
+                future.cancel()
+
+    def _commit_ranking(self, batch: int, ranked: int, future: Future[Any]) -> None:
+        self.ckpt.commit_ranking(batch, ranked, future.result())
+        if self.cancel.is_set():
+            raise JobCancelled(f"cancelled while ranking batch {batch}")
 
     def _out_of_bounds(self, batch: int, exc: InsufficientDataError) -> None:
         """Raise ExhaustedError when no further batch is allowed, naming the bound and counts."""
@@ -365,7 +510,7 @@ class DataJob:
                 self.folder.staging,
                 self.folder.dataset,
                 self.ckpt.projection_rows(),
-                iter(()),
+                self.ckpt.probe_rows(),
                 self.report(),
                 self.provenance(),
             )
@@ -378,8 +523,8 @@ class DataJob:
         return {
             "target_count": self.model.target_count,
             "purpose": self.model.purpose,
-            "calibrated": False,
-            "batches": [b.counts() for b in self.ckpt.batches()],
+            "calibrated": self.calibrate is not None,
+            "batches": [self._batch_counts(b) for b in self.ckpt.batches()],
             "totals": self._totals(),
             "exclusion_ids": self.ckpt.excluded_count(),
             "selection": {
@@ -388,6 +533,12 @@ class DataJob:
                 "statistics": selection["statistics"],
             },
         }
+
+    def _batch_counts(self, state: BatchState) -> dict[str, int]:
+        counts = state.counts()
+        if self.calibrate is not None:
+            counts |= self.ckpt.calibration_counts(state.batch)
+        return counts
 
     def provenance(self) -> dict[str, Any]:
         """The manifest's provenance: config, code digests, declared sources, calibration."""
@@ -400,14 +551,34 @@ class DataJob:
             "config": identity_form(self.config.raw),
             "code": {
                 "recipe": {"factory": self.spec.factory, "files": self.identity["recipe_files"]},
-                "calibrator": None,
+                "calibrator": None if self.calibrate is None else self._calibrator_code(),
                 "executor": self.identity["executor"],
             },
             "sources": {
                 "inputs": self.identity["inputs"],
                 "exclusions": self.identity["exclusions"],
             },
-            "calibration": None,
+            "calibration": self._calibration_provenance(),
+        }
+
+    def _calibrator_code(self) -> dict[str, Any]:
+        spec = self.model.calibration
+        assert spec is not None
+        return {"factory": spec.implementation, "files": factory_files(spec.implementation)}
+
+    def _calibration_provenance(self) -> dict[str, Any] | None:
+        """The calibration settings and, per batch, the distinct provenances of its calls."""
+        spec = self.model.calibration
+        if spec is None:
+            return None
+        return {
+            "implementation": spec.implementation,
+            "repeats": spec.repeats,
+            "params": json.loads(canonical(spec.params)),
+            "batches": [
+                {"batch": b.batch, "provenance": self.ckpt.batch_provenance(b.batch)}
+                for b in self.ckpt.batches()
+            ],
         }
 
     # -- progress --------------------------------------------------------------------------
@@ -438,6 +609,17 @@ class DataJob:
             f"retained, {totals['duplicates']} duplicates, {totals['excluded']} excluded, "
             f"{projected}/{self.model.target_count} projected"
         )
+
+
+def _plain_selection(ranked: RankedSelection, target_count: int) -> Selection:
+    """The ranked merge's ids as the selection, for a recipe without `finalize_selection`."""
+    if len(ranked.selected) < target_count or ranked.unmet_minimums:
+        unmet = ", ".join(f"{g}: {n} short" for g, n in ranked.unmet_minimums.items())
+        raise InsufficientDataError(
+            f"ranked selection found {len(ranked.selected)} of {target_count} task(s)"
+            + (f"; group minimums unmet ({unmet})" if unmet else "")
+        )
+    return Selection(ranked.task_ids, {"ranked": True, "selected": len(ranked.selected)})
 
 
 def _one_line(exc: BaseException) -> str:

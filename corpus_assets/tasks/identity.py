@@ -23,11 +23,15 @@ from corpus_assets.tasks.types import Recipe
 from corpus_assets.tasks.workers import RecipeError, RecipeSpec
 
 EXECUTOR_FILES = (
+    "calibrate.py",
+    "calibration.py",
     "checkpoints.py",
     "executor.py",
     "files.py",
     "identity.py",
     "jobdir.py",
+    "ranking.py",
+    "shards.py",
     "snapshot.py",
     "types.py",
     "workers.py",
@@ -46,16 +50,25 @@ def executor_digest() -> str:
 def recipe_files(spec: RecipeSpec, recipe: Recipe) -> dict[str, str]:
     """sha256 per file the recipe declares in `source_files()` (else its factory's module)."""
     declared = getattr(recipe, "source_files", None)
-    if callable(declared):
-        paths = [Path(p).resolve() for p in declared()]
-    else:
-        module = inspect.getmodule(load_factory(spec.factory))
-        paths = [Path(inspect.getfile(module)).resolve()] if module else []
-    if not paths:
-        return {}
+    if not callable(declared):
+        return factory_files(spec.factory)
+    paths = [Path(p).resolve() for p in declared()]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise RecipeError(f"recipe source_files() names missing file(s): {', '.join(missing)}")
+    return _digests(paths)
+
+
+def factory_files(ref: str) -> dict[str, str]:
+    """sha256 of the module that defines the `module:callable` factory `ref`."""
+    module = inspect.getmodule(load_factory(ref))
+    return _digests([Path(inspect.getfile(module)).resolve()] if module else [])
+
+
+def _digests(paths: Sequence[Path]) -> dict[str, str]:
+    """sha256 per file, named relative to the files' common folder."""
+    if not paths:
+        return {}
     base = Path(os.path.commonpath([p.parent for p in paths]))
     return {str(p.relative_to(base)): file_sha256(p) for p in sorted(paths)}
 

@@ -41,7 +41,7 @@ def start_job(
     """Run the job on a new coordinator thread (its own event loop); `done` gets the outcome."""
 
     async def coordinate() -> Snapshot:
-        return DataJob(config, output, resume, cancel, progress).run()
+        return await DataJob(config, output, resume, cancel, progress).run()
 
     def target() -> None:
         try:

@@ -25,7 +25,16 @@ from typing import Any
 from corpus_assets.core.errors import CorpusError
 from corpus_assets.tasks.checkpoints import Cleaned
 from corpus_assets.tasks.factory import load_factory
-from corpus_assets.tasks.types import JSON, DataSample, GenerateContext, ProjectedRow, Recipe
+from corpus_assets.tasks.ranking import RankedCandidate
+from corpus_assets.tasks.shards import ShardFile
+from corpus_assets.tasks.types import (
+    JSON,
+    DataSample,
+    GenerateContext,
+    ProjectedRow,
+    Recipe,
+    check_score,
+)
 
 QUEUE_CHUNKS = 4  # chunks a producer may run ahead of the coordinator
 POLL_S = 0.2
@@ -110,16 +119,100 @@ def _recipe() -> Recipe:
 def clean_chunk(payloads: list[dict[str, JSON]]) -> list[Cleaned | None]:
     """Clean one chunk of samples in a worker: each one encoded and hashed, or None if rejected."""
     recipe = _recipe()
-    out: list[Cleaned | None] = []
-    for payload in payloads:
-        cleaned = recipe.clean(DataSample.from_json(payload))
-        if cleaned is not None and not isinstance(cleaned, DataSample):
-            raise RecipeError(
-                f"clean({payload.get('task_id')!r}) returned a {type(cleaned).__name__}; "
-                "allowed: a DataSample or None"
-            )
-        out.append(None if cleaned is None else _encoded(cleaned))
+    return [_clean(recipe, payload) for payload in payloads]
+
+
+def _clean(recipe: Recipe, payload: dict[str, JSON]) -> Cleaned | None:
+    cleaned = recipe.clean(DataSample.from_json(payload))
+    if cleaned is not None and not isinstance(cleaned, DataSample):
+        raise RecipeError(
+            f"clean({payload.get('task_id')!r}) returned a {type(cleaned).__name__}; "
+            "allowed: a DataSample or None"
+        )
+    return None if cleaned is None else _encoded(cleaned)
+
+
+@dataclass(frozen=True)
+class ShardOrder:
+    """One generation shard for a worker: generate it, clean it, write its file."""
+
+    context: GenerateContext
+    file: ShardFile
+
+
+def shard_chunk(order: ShardOrder) -> int:
+    """Generate and clean one shard in a worker and write its file and sidecar; the row count."""
+    recipe = _recipe()
+    shard = order.file.shard
+    limit = shard.stop - shard.start
+
+    def rows() -> Iterator[Cleaned | None]:
+        samples = recipe.generate_shard(order.context, shard)  # type: ignore[attr-defined]
+        for count, sample in enumerate(samples, 1):
+            if not isinstance(sample, DataSample):
+                raise RecipeError(
+                    f"generate_shard() yielded a {type(sample).__name__}; allowed: DataSample"
+                )
+            if count > limit:
+                raise RecipeError(
+                    f"generate_shard() yielded more than the {limit} sample(s) of shard "
+                    f"{shard.start}..{shard.stop}"
+                )
+            yield _clean(recipe, sample.to_json())
+
+    return order.file.write(rows())
+
+
+def score_chunk(
+    items: list[tuple[dict[str, JSON], list[tuple[JSON, str | None]]]],
+) -> list[list[float | None]]:
+    """Grade one chunk: per sample, its score per repeat (None where the attempt failed)."""
+    recipe = _recipe()
+    out = []
+    for payload, attempts in items:
+        sample = DataSample.from_json(payload)
+        out.append(
+            [None if reason is not None else _score(recipe, sample, r) for r, reason in attempts]
+        )
     return out
+
+
+def _score(recipe: Recipe, sample: DataSample, response: JSON) -> float:
+    value = recipe.score(sample, response)
+    try:
+        return check_score(value)
+    except ValueError as exc:
+        raise RecipeError(f"score({sample.task_id!r}): {exc}") from None
+
+
+@dataclass(frozen=True)
+class RankOrder:
+    """One chunk to rank: samples with their scores, and their batch's context."""
+
+    context: GenerateContext
+    items: list[tuple[dict[str, JSON], tuple[float | None, ...]]]
+
+
+def rank_chunk(order: RankOrder) -> list[RankedCandidate]:
+    """Rank one chunk in a worker: the eligible candidates, sorted by the rank order."""
+    recipe = _recipe()
+    ranked = []
+    for payload, scores in order.items:
+        sample = DataSample.from_json(payload)
+        try:
+            place = recipe.rank(sample, scores, order.context)  # type: ignore[attr-defined]
+        except ValueError as exc:  # RankedCandidate's own checks
+            raise RecipeError(str(exc)) from None
+        if place is None:
+            continue
+        if not isinstance(place, RankedCandidate) or place.task_id != sample.task_id:
+            raise RecipeError(
+                f"rank({sample.task_id!r}) returned {type(place).__name__}"
+                f"{'' if not isinstance(place, RankedCandidate) else ' for ' + repr(place.task_id)}"
+                "; allowed: None or a RankedCandidate with the sample's task_id"
+            )
+        ranked.append(place)
+    return sorted(ranked, key=RankedCandidate.order)
 
 
 def _encoded(sample: DataSample) -> Cleaned:

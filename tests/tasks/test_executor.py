@@ -6,6 +6,7 @@ failures on purpose; the example arithmetic recipe checks the published snapshot
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -64,7 +65,7 @@ def write_config(folder: Path, name: str = "job.json", **fields: Any) -> Path:
 
 
 def run_job(config: Path, output: Path, resume: bool = False) -> Any:
-    return DataJob(load_job_config(config), output, resume).run()
+    return asyncio.run(DataJob(load_job_config(config), output, resume).run())
 
 
 def corpus(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -431,14 +432,22 @@ def test_the_checkpoint_database_is_wal_and_holds_the_pool(tmp_path: Path) -> No
     assert db.execute("SELECT COUNT(*) FROM projection").fetchone()[0] == 2
 
 
-def test_unknown_keys_and_calibration_fail_before_any_file_is_written(tmp_path: Path) -> None:
+def test_unknown_keys_and_bad_calibrators_fail_before_any_file_is_written(tmp_path: Path) -> None:
     bad = write_config(tmp_path, "bad.json", execution={"workers": 2})
     out = corpus("tasks", "--config", str(bad), "--output", str(tmp_path / "out"))
     assert out.returncode == 64
     assert "unknown key 'workers' in [execution]; allowed: max_workers" in out.stderr
-    calibrated = write_config(tmp_path, "cal.json", calibration={"implementation": "x.y:z"})
-    with pytest.raises(ConfigError, match="calibration"):
-        run_job(calibrated, tmp_path / "out")
+    missing = write_config(tmp_path, "cal.json", calibration={"implementation": "x.y:z"})
+    out = corpus("tasks", "--config", str(missing), "--output", str(tmp_path / "out"))
+    assert out.returncode == 64
+    assert "module 'x' not found (from 'x.y:z')" in out.stderr
+    unknown_param = write_config(
+        tmp_path,
+        "param.json",
+        calibration={"implementation": "calibrators:answer_all", "params": {"speed": 1}},
+    )
+    with pytest.raises(ConfigError, match=r"does not take these params.*speed"):
+        run_job(unknown_param, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 

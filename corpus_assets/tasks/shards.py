@@ -1,0 +1,137 @@
+"""Generation shards (issue 12): a batch generated in parallel ranges, one file per range.
+
+A recipe with `generation_shards` and `generate_shard` hooks has its batch planned as contiguous
+ranges of its `generate` stream. A worker generates and cleans one range and writes it to
+`work/generation-B-S.jsonl` (one line per generated sample: the cleaned candidate's fields as a
+JSON list, or `null` when `clean` rejected it), then a JSON sidecar `generation-B-S.json` with
+the range, the row count and the file's sha256, both owner-only and crash-safe. The coordinator
+imports the rows in shard order, so deduplication and the pool are what serial generation gives.
+A shard file whose sidecar matches is reused on resume, even when its rows were never committed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from corpus_assets.core.errors import CorpusError
+from corpus_assets.tasks.checkpoints import Cleaned
+from corpus_assets.tasks.files import jsonl_line, private_writer, write_private_json
+from corpus_assets.tasks.types import GenerationShard
+
+HOOKS = ("generation_shards", "generate_shard")
+
+
+class ShardPlanError(CorpusError):
+    """A recipe's `generation_shards` plan breaks the protocol (not retried)."""
+
+
+@dataclass(frozen=True)
+class ShardFile:
+    """Where one shard of one batch lives: its rows and its sidecar."""
+
+    folder: Path
+    batch: int
+    index: int
+    shard: GenerationShard
+
+    @property
+    def rows_path(self) -> Path:
+        return self.folder / f"generation-{self.batch}-{self.index}.jsonl"
+
+    @property
+    def sidecar_path(self) -> Path:
+        return self.folder / f"generation-{self.batch}-{self.index}.json"
+
+    def expected(self) -> dict[str, int]:
+        return {
+            "batch": self.batch,
+            "shard": self.index,
+            "start": self.shard.start,
+            "stop": self.shard.stop,
+        }
+
+    def write(self, rows: Iterable[Cleaned | None]) -> int:
+        """Write the rows, then the sidecar; the row count."""
+        sha, count = hashlib.sha256(), 0
+        with private_writer(self.rows_path) as fh:
+            for row in rows:
+                line = jsonl_line(None if row is None else list(row))
+                fh.write(line)
+                sha.update(line)
+                count += 1
+        write_private_json(
+            self.sidecar_path, self.expected() | {"rows": count, "sha256": sha.hexdigest()}
+        )
+        return count
+
+    def verified_rows(self) -> int | None:
+        """The row count when the sidecar matches this shard and its file, else None."""
+        try:
+            sidecar = json.loads(self.sidecar_path.read_bytes())
+            data = self.rows_path.read_bytes()
+        except (OSError, ValueError):
+            return None
+        if not isinstance(sidecar, dict) or {k: sidecar.get(k) for k in self.expected()} != (
+            self.expected()
+        ):
+            return None
+        rows = sidecar.get("rows")
+        if sidecar.get("sha256") != hashlib.sha256(data).hexdigest():
+            return None
+        if not isinstance(rows, int) or data.count(b"\n") != rows:
+            return None
+        return rows
+
+    def read(self, skip: int = 0) -> Iterator[Cleaned | None]:
+        """The rows after the first `skip`, read a line at a time."""
+        with self.rows_path.open("rb") as fh:
+            for number, line in enumerate(fh):
+                if number >= skip:
+                    value = json.loads(line)
+                    yield None if value is None else Cleaned(*value)
+
+    def remove(self) -> None:
+        self.rows_path.unlink(missing_ok=True)
+        self.sidecar_path.unlink(missing_ok=True)
+
+
+def has_shard_hooks(recipe: object) -> bool:
+    """Whether the recipe generates in shards (it has both hooks)."""
+    return all(callable(getattr(recipe, hook, None)) for hook in HOOKS)
+
+
+def checked_plan(
+    shards: Iterable[object], shard_size: int, remaining: int
+) -> tuple[list[GenerationShard], bool]:
+    """The plan cut to the `remaining` samples max_candidates allows, and whether it was cut.
+
+    Shards must be GenerationShards, contiguous from 0, each 1 to `shard_size` long.
+    """
+    plan: list[GenerationShard] = []
+    truncated = False
+    position = 0
+    for index, shard in enumerate(shards):
+        if not isinstance(shard, GenerationShard):
+            raise ShardPlanError(
+                f"generation_shards() yielded a {type(shard).__name__}; allowed: GenerationShard"
+            )
+        if shard.start != position or not 1 <= shard.stop - shard.start <= shard_size:
+            raise ShardPlanError(
+                f"generation_shards() shard {index} is {shard.start}..{shard.stop}; shards must "
+                f"be contiguous from 0 (this one starting at {position}) and 1 to shard_size = "
+                f"{shard_size} long"
+            )
+        position = shard.stop
+        if truncated:
+            continue
+        if shard.stop > remaining:
+            truncated = True
+            if shard.start < remaining:
+                plan.append(GenerationShard(shard.start, remaining))
+            continue
+        plan.append(shard)
+    return plan, truncated
