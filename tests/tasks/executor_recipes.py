@@ -135,9 +135,17 @@ class ScriptedRecipe:
 
 
 class ShardedRecipe(ScriptedRecipe):
-    """The scripted recipe, generating each batch as shards of the `batches` list."""
+    """The scripted recipe, generating each batch as shards of the `batches` list (or as the
+    `plan` param's [start, stop] ranges)."""
+
+    def __init__(self, plan: Sequence[Sequence[int]] | None = None, **params: Any) -> None:
+        super().__init__(**params)
+        self.plan = plan
 
     def generation_shards(self, context: GenerateContext, shard_size: int) -> Iterator[Any]:
+        if self.plan is not None:
+            yield from (GenerationShard(start, stop) for start, stop in self.plan)
+            return
         total = (
             len(self.batches[context.batch_index]) if context.batch_index < len(self.batches) else 0
         )
