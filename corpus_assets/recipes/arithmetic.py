@@ -1,10 +1,12 @@
 """The example recipe: exact-answer arithmetic word problems, generated without a model.
 
-Sixteen streams (eight families, two sentence structures each), each seeded from the job seed,
-the batch index and the stream name through sha256, so any process builds the same batch.
-`maximum_per_recipe` caps each stream over the whole job as a function of the batch index and
-`candidate_count` alone (stream quota per batch × batch index), never of hidden state: a recipe
-rebuilt in another worker gives the same batches.
+Sixteen streams (eight families, two sentence structures each). Every sample is built from its
+own generator, seeded through sha256 from the job seed, the batch index, the stream name and the
+sample's index in its stream, so any process builds the same batch and any contiguous range of
+it (a `GenerationShard`) is built alone, without the samples before it. A batch interleaves the
+streams round by round. `maximum_per_recipe` caps each stream over the whole job as a function
+of the batch index and `candidate_count` alone (stream quota per batch × batch index), never of
+hidden state: a recipe rebuilt in another worker gives the same batches.
 """
 
 from __future__ import annotations
@@ -22,7 +24,14 @@ from corpus_assets.recipes import arith_answers, arith_families, arith_select
 from corpus_assets.recipes.arith_answers import boxed_matches, format_answer, parse_answer
 from corpus_assets.recipes.arith_families import STREAMS, Stream
 from corpus_assets.recipes.arith_select import select_round_robin
-from corpus_assets.tasks.types import JSON, DataSample, GenerateContext, PublicTask, Selection
+from corpus_assets.tasks.types import (
+    JSON,
+    DataSample,
+    GenerateContext,
+    GenerationShard,
+    PublicTask,
+    Selection,
+)
 
 DEFAULTS: dict[str, int] = {"candidate_count": 64, "maximum_per_recipe": 1000}
 MAX_ABS_ANSWER = Fraction(10**7)
@@ -64,10 +73,46 @@ def task_id_for(public_input: JSON) -> str:
     return "arith-" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
-def stream_rng(seed: int, batch_index: int, stream: str) -> random.Random:
-    """The stream's own generator for one batch, from sha256 (never Python's salted hash())."""
-    digest = hashlib.sha256(f"arith\0{seed}\0{batch_index}\0{stream}".encode()).digest()
+def sample_rng(seed: int, batch_index: int, stream: str, index_in_stream: int) -> random.Random:
+    """One sample's own generator, from sha256 (never Python's salted hash())."""
+    key = f"arith\0{seed}\0{batch_index}\0{stream}\0{index_in_stream}"
+    digest = hashlib.sha256(key.encode()).digest()
     return random.Random(int.from_bytes(digest[:16], "big"))
+
+
+def interleaved(quotas: Sequence[int], start: int, stop: int) -> Iterator[tuple[int, int]]:
+    """(stream index, round) of positions `start ..< stop` of the round-robin over `quotas`.
+
+    Round r visits, in order, the streams whose quota exceeds r; a stream's sample in round r
+    is its r-th. The first position is located without walking the earlier ones.
+    """
+    round_index, offset = _locate(quotas, start)
+    position = start
+    while position < stop:
+        active = [index for index, quota in enumerate(quotas) if quota > round_index]
+        if not active:
+            return
+        for stream_index in active[offset : offset + stop - position]:
+            yield stream_index, round_index
+        position += len(active) - offset
+        round_index, offset = round_index + 1, 0
+
+
+def _locate(quotas: Sequence[int], position: int) -> tuple[int, int]:
+    """The round holding `position` and its offset in that round; past the end, the last round.
+
+    Between two consecutive distinct quotas the number of streams per round is constant, so
+    the search steps over at most one span per distinct quota.
+    """
+    round_start = 0
+    for level in sorted({quota for quota in quotas if quota > 0}):
+        active = sum(1 for quota in quotas if quota >= level)
+        span = (level - round_start) * active
+        if position < span:
+            return round_start + position // active, position % active
+        position -= span
+        round_start = level
+    return round_start, 0
 
 
 class ArithmeticRecipe:
@@ -84,14 +129,37 @@ class ArithmeticRecipe:
         already = per_batch * batch_index
         return max(0, min(per_batch, self.maximum_per_recipe - already))
 
+    def quotas(self, batch_index: int) -> list[int]:
+        """Every stream's quota in batch `batch_index`, in `STREAMS` order."""
+        return [self.quota(index, batch_index) for index in range(len(STREAMS))]
+
     def generate(self, context: GenerateContext) -> Iterator[DataSample]:
         """`candidate_count` samples spread over the streams, interleaved stream by stream."""
-        quotas = [self.quota(index, context.batch_index) for index in range(len(STREAMS))]
-        rngs = [stream_rng(context.seed, context.batch_index, s.name) for s in STREAMS]
-        for round_index in range(max(quotas, default=0)):
-            for stream, quota, rng in zip(STREAMS, quotas, rngs, strict=True):
-                if round_index < quota:
-                    yield make_sample(stream, stream.build(rng))
+        return self.generate_shard(
+            context, GenerationShard(0, sum(self.quotas(context.batch_index)))
+        )
+
+    def generation_shards(
+        self, context: GenerateContext, shard_size: int
+    ) -> Iterator[GenerationShard]:
+        """Contiguous ranges of at most `shard_size` positions that together are the batch."""
+        if isinstance(shard_size, bool) or not isinstance(shard_size, int) or shard_size < 1:
+            raise ValueError(f"shard_size must be an integer >= 1, got {shard_size!r}")
+        total = sum(self.quotas(context.batch_index))
+        for start in range(0, total, shard_size):
+            yield GenerationShard(start, min(start + shard_size, total))
+
+    def generate_shard(
+        self, context: GenerateContext, shard: GenerationShard
+    ) -> Iterator[DataSample]:
+        """Positions `shard.start ..< shard.stop` of `generate(context)`, built on their own."""
+        if not 0 <= shard.start <= shard.stop:
+            raise ValueError(f"a shard needs 0 <= start <= stop, got {shard}")
+        quotas = self.quotas(context.batch_index)
+        for stream_index, index_in_stream in interleaved(quotas, shard.start, shard.stop):
+            stream = STREAMS[stream_index]
+            rng = sample_rng(context.seed, context.batch_index, stream.name, index_in_stream)
+            yield make_sample(stream, stream.build(rng))
 
     def clean(self, sample: DataSample) -> DataSample | None:
         """The sample with its text's whitespace collapsed, or None when degenerate."""
