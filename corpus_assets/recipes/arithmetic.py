@@ -24,6 +24,7 @@ from corpus_assets.recipes import arith_answers, arith_families, arith_select
 from corpus_assets.recipes.arith_answers import boxed_matches, format_answer, parse_answer
 from corpus_assets.recipes.arith_families import STREAMS, Stream
 from corpus_assets.recipes.arith_select import select_round_robin
+from corpus_assets.tasks.ranking import RankedCandidate, RankedSelection, SelectionPolicy
 from corpus_assets.tasks.types import (
     JSON,
     DataSample,
@@ -33,7 +34,13 @@ from corpus_assets.tasks.types import (
     Selection,
 )
 
-DEFAULTS: dict[str, int] = {"candidate_count": 64, "maximum_per_recipe": 1000}
+DEFAULTS: dict[str, int] = {
+    "candidate_count": 64,
+    "maximum_per_recipe": 1000,
+    "minimum_per_family": 0,
+    "minimum_one_pass": 0,
+}
+AT_LEAST_ZERO = frozenset({"minimum_per_family", "minimum_one_pass"})
 MAX_ABS_ANSWER = Fraction(10**7)
 MAX_DENOMINATOR = 10**4
 INSTRUCTION = "Give the final answer within \\boxed{}."
@@ -41,7 +48,7 @@ _SPACES = re.compile(r"\s+")
 
 
 class RecipeParamError(ConfigError, ValueError):
-    """A bad recipe parameter: unknown, or not a positive integer (exit 64)."""
+    """A bad recipe parameter: unknown, or not an integer in its range (exit 64)."""
 
 
 def create_recipe(**params: object) -> ArithmeticRecipe:
@@ -53,16 +60,17 @@ def create_recipe(**params: object) -> ArithmeticRecipe:
             f"{', '.join(sorted(DEFAULTS))}"
         )
     values = {
-        name: _positive(name, params.get(name, default)) for name, default in DEFAULTS.items()
+        name: _integer(name, params.get(name, default), 0 if name in AT_LEAST_ZERO else 1)
+        for name, default in DEFAULTS.items()
     }
-    return ArithmeticRecipe(values["candidate_count"], values["maximum_per_recipe"])
+    return ArithmeticRecipe(**values)
 
 
-def _positive(name: str, value: object) -> int:
-    """`value` as a positive integer, else RecipeParamError naming it."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+def _integer(name: str, value: object, minimum: int) -> int:
+    """`value` as an integer >= `minimum`, else RecipeParamError naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise RecipeParamError(
-            f"arithmetic recipe param {name} must be an integer >= 1, got {value!r}"
+            f"arithmetic recipe param {name} must be an integer >= {minimum}, got {value!r}"
         )
     return value
 
@@ -116,11 +124,19 @@ def _locate(quotas: Sequence[int], position: int) -> tuple[int, int]:
 
 
 class ArithmeticRecipe:
-    """Arithmetic word problems with exact references; selection by stream round-robin."""
+    """Arithmetic word problems with exact references; round-robin or calibrated selection."""
 
-    def __init__(self, candidate_count: int, maximum_per_recipe: int) -> None:
+    def __init__(
+        self,
+        candidate_count: int,
+        maximum_per_recipe: int,
+        minimum_per_family: int,
+        minimum_one_pass: int,
+    ) -> None:
         self.candidate_count = candidate_count
         self.maximum_per_recipe = maximum_per_recipe
+        self.minimum_per_family = minimum_per_family
+        self.minimum_one_pass = minimum_one_pass
 
     def quota(self, stream_index: int, batch_index: int) -> int:
         """How many samples stream `stream_index` yields in batch `batch_index` (the job cap)."""
@@ -190,6 +206,28 @@ class ArithmeticRecipe:
     ) -> Selection:
         """`target_count` ids round-robin over the streams (not difficulty-calibrated)."""
         return select_round_robin(samples, context.target_count, [s.name for s in STREAMS])
+
+    def selection_policy(
+        self, context: GenerateContext, calibrated: bool
+    ) -> SelectionPolicy | None:
+        """None without calibration (`select` decides); else family minima and the stream cap."""
+        if not calibrated:
+            return None
+        return arith_select.calibrated_policy(self.minimum_per_family, self.maximum_per_recipe)
+
+    def rank(
+        self, sample: DataSample, scores: Sequence[float | None], context: GenerateContext
+    ) -> RankedCandidate | None:
+        """Right in some repeats first, never right next; None when not eligible."""
+        return arith_select.rank(sample, scores, context.seed)
+
+    def finalize_selection(
+        self, selected: RankedSelection, eligible_count: int, context: GenerateContext
+    ) -> Selection:
+        """The calibrated ids in the order taken, or InsufficientDataError for another batch."""
+        return arith_select.finalize(
+            selected, eligible_count, context.target_count, self.minimum_one_pass
+        )
 
     def training_row(self, sample: DataSample) -> dict[str, JSON]:
         """`task_id`, one user message asking for a boxed answer, and the boxed reference."""

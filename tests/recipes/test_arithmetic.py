@@ -329,16 +329,26 @@ def test_protocol_and_source_files() -> None:
     ("params", "message"),
     [
         ({"candidates": 5}, "unknown arithmetic recipe param.*candidates.*allowed: "
-         "candidate_count, maximum_per_recipe"),
+         "candidate_count, maximum_per_recipe, minimum_one_pass, minimum_per_family$"),
         ({"candidate_count": 0}, "candidate_count must be an integer >= 1, got 0"),
         ({"maximum_per_recipe": "10"}, "maximum_per_recipe must be an integer >= 1, got '10'"),
         ({"candidate_count": True}, "candidate_count must be an integer >= 1, got True"),
+        ({"minimum_per_family": -1}, "minimum_per_family must be an integer >= 0, got -1"),
+        ({"minimum_one_pass": 1.0}, "minimum_one_pass must be an integer >= 0, got 1.0"),
+        ({"minimum_one_pass": False}, "minimum_one_pass must be an integer >= 0, got False"),
     ],
 )  # fmt: skip
 def test_bad_params_rejected(params: dict[str, object], message: str) -> None:
     with pytest.raises(RecipeParamError, match=message) as raised:
         create_recipe(**params)
     assert isinstance(raised.value, ValueError)
+
+
+def test_calibration_minimums_default_to_and_accept_zero() -> None:
+    default = create_recipe()
+    assert (default.minimum_per_family, default.minimum_one_pass) == (0, 0)
+    recipe = create_recipe(minimum_per_family=0, minimum_one_pass=3)
+    assert (recipe.minimum_per_family, recipe.minimum_one_pass) == (0, 3)
 
 
 def test_example_job_config_names_the_factory() -> None:
