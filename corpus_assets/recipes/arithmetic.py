@@ -7,6 +7,10 @@ it (a `GenerationShard`) is built alone, without the samples before it. A batch 
 streams round by round. `maximum_per_recipe` caps each stream over the whole job as a function
 of the batch index and `candidate_count` alone (stream quota per batch × batch index), never of
 hidden state: a recipe rebuilt in another worker gives the same batches.
+
+Selection is round-robin over streams (`select`) without calibration; with it, the ranking
+hooks (`selection_policy`, `rank`, `finalize_selection`, in `arith_select`) prefer tasks the
+model got right in some repeats but not all, with `minimum_per_family` and `minimum_one_pass`.
 """
 
 from __future__ import annotations
@@ -150,7 +154,7 @@ class ArithmeticRecipe:
         return [self.quota(index, batch_index) for index in range(len(STREAMS))]
 
     def generate(self, context: GenerateContext) -> Iterator[DataSample]:
-        """`candidate_count` samples spread over the streams, interleaved stream by stream."""
+        """`candidate_count` samples spread over the streams, interleaved: every shard in order."""
         return self.generate_shard(
             context, GenerationShard(0, sum(self.quotas(context.batch_index)))
         )
@@ -239,7 +243,7 @@ class ArithmeticRecipe:
         }
 
     def source_files(self) -> tuple[Path, ...]:
-        """This module and its helpers: the code that decides every sample."""
+        """This module and its helpers: the code that decides every sample and the selection."""
         modules = (__file__, arith_answers.__file__, arith_families.__file__, arith_select.__file__)
         return tuple(Path(str(name)).resolve() for name in modules)
 
