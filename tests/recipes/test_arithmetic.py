@@ -54,14 +54,15 @@ def test_golden_first_samples_of_two_streams() -> None:
     samples = batch(create_recipe())
     fractions = first_of(samples, "fractions/sum")
     assert fractions.task.input["problem"] == (
-        "Mia drank 9/12 of a litre of juice in the morning and 6/8 of a litre in the afternoon. "
+        "Mia drank 1/7 of a litre of juice in the morning and 5/10 of a litre in the afternoon. "
         "How many litres did she drink in total?"
     )
-    assert fractions.reference == {"answer": "1.5"}
-    assert fractions.task_id == "arith-768006caa29ccc56"
+    assert fractions.reference == {"answer": "9/14"}
+    assert fractions.task_id == "arith-6a83f76ad811e3db"
     linear = first_of(samples, "linear_equations/two_sides")
-    assert linear.task.input["problem"] == "Solve for x: 12x + 12 = x + 13. What is x?"
-    assert linear.reference == {"answer": "1/11"}
+    assert linear.task.input["problem"] == "Solve for x: 2x - 37 = 8x + 36. What is x?"
+    assert linear.reference == {"answer": "-73/6"}
+    assert linear.task_id == "arith-39798690e222e93f"
 
 
 def expected_answer(structure: str, v: dict[str, Any]) -> Fraction:
@@ -307,7 +308,7 @@ def test_training_row_shape() -> None:
     row = recipe.training_row(sample)
     assert set(row) == {"task_id", "messages", "answer"}
     assert row["task_id"] == sample.task_id
-    assert row["answer"] == "\\boxed{1.5}"
+    assert row["answer"] == "\\boxed{9/14}"
     [message] = row["messages"]
     assert message["role"] == "user"
     assert message["content"].startswith(sample.task.input["problem"])
@@ -328,16 +329,26 @@ def test_protocol_and_source_files() -> None:
     ("params", "message"),
     [
         ({"candidates": 5}, "unknown arithmetic recipe param.*candidates.*allowed: "
-         "candidate_count, maximum_per_recipe"),
+         "candidate_count, maximum_per_recipe, minimum_one_pass, minimum_per_family$"),
         ({"candidate_count": 0}, "candidate_count must be an integer >= 1, got 0"),
         ({"maximum_per_recipe": "10"}, "maximum_per_recipe must be an integer >= 1, got '10'"),
         ({"candidate_count": True}, "candidate_count must be an integer >= 1, got True"),
+        ({"minimum_per_family": -1}, "minimum_per_family must be an integer >= 0, got -1"),
+        ({"minimum_one_pass": 1.0}, "minimum_one_pass must be an integer >= 0, got 1.0"),
+        ({"minimum_one_pass": False}, "minimum_one_pass must be an integer >= 0, got False"),
     ],
 )  # fmt: skip
 def test_bad_params_rejected(params: dict[str, object], message: str) -> None:
     with pytest.raises(RecipeParamError, match=message) as raised:
         create_recipe(**params)
     assert isinstance(raised.value, ValueError)
+
+
+def test_calibration_minimums_default_to_and_accept_zero() -> None:
+    default = create_recipe()
+    assert (default.minimum_per_family, default.minimum_one_pass) == (0, 0)
+    recipe = create_recipe(minimum_per_family=0, minimum_one_pass=3)
+    assert (recipe.minimum_per_family, recipe.minimum_one_pass) == (0, 3)
 
 
 def test_example_job_config_names_the_factory() -> None:
