@@ -5,9 +5,11 @@
 one report file per repeat. A report file is JSON with those four fields, a `trial_id`, its
 `batch` and `repeat`, and `results` (`task_id`, `response`, `failure_reason`, and a stored
 `score` that is ignored: the executor grades every response again). A report must cover exactly
-the requested tasks; the repeats of a batch have distinct trial ids. Anything else is a
-CalibrationError (exit 65) naming the file and the field. Report paths resolve against
-`config_dir` (the job config's folder, which the executor passes).
+the batch's retained candidates (`context.batch_task_ids`, the ids of
+`work/batch-N-candidates.jsonl`), of which one call asks about a part; the repeats of a batch
+have distinct trial ids. Anything else is a CalibrationError (exit 65) naming the file and the
+field. A batch's reports are read and checked once and kept until the next batch is asked about.
+Report paths resolve against `config_dir` (the job config's folder, which the executor passes).
 """
 
 from __future__ import annotations
@@ -62,10 +64,28 @@ class RecordedResponses:
     def __init__(self, identity: dict[str, str], reports: list[list[Path]]) -> None:
         self.identity = identity
         self.reports = reports
+        self._loaded: tuple[int, dict[tuple[str, int], Attempt], dict[str, JSON]] | None = None
 
     async def __call__(
         self, tasks: Sequence[PublicTask], context: CalibrationContext
     ) -> CalibrationBatch:
+        wanted = list(context.batch_task_ids) or [t.task_id for t in tasks]
+        if self._loaded is None or self._loaded[0] != context.batch_index:
+            self._loaded = (context.batch_index, *self._load(wanted, context))
+        _, pairs, provenance = self._loaded
+        try:
+            attempts = [pairs[(t.task_id, r)] for t in tasks for r in range(context.repeats)]
+        except KeyError as exc:
+            raise CalibrationError(
+                f"recorded_responses: task {exc.args[0][0]!r} was asked about but is not a "
+                f"candidate of batch {context.batch_index}"
+            ) from None
+        return CalibrationBatch(tuple(attempts), provenance)
+
+    def _load(
+        self, wanted: list[str], context: CalibrationContext
+    ) -> tuple[dict[tuple[str, int], Attempt], dict[str, JSON]]:
+        """The batch's reports, checked: attempts by (task, repeat), and their provenance."""
         if context.batch_index >= len(self.reports):
             raise CalibrationError(
                 f"recorded_responses: no reports for batch {context.batch_index} "
@@ -77,7 +97,6 @@ class RecordedResponses:
                 f"recorded_responses: batch {context.batch_index} has {len(files)} report(s); "
                 f"calibration.repeats is {context.repeats}"
             )
-        wanted = [t.task_id for t in tasks]
         attempts: list[Attempt] = []
         provenance: list[dict[str, JSON]] = []
         trials: dict[str, Path] = {}
@@ -95,9 +114,8 @@ class RecordedResponses:
             provenance.append(
                 {"path": str(path), "sha256": digest, "trial_id": trial, "repeat": repeat}
             )
-        return CalibrationBatch(
-            tuple(attempts), {**self.identity, "kind": "recorded_responses", "reports": provenance}
-        )
+        pairs = {(a.task_id, a.repeat): a for a in attempts}
+        return pairs, {**self.identity, "kind": "recorded_responses", "reports": provenance}
 
     def _check(self, report: dict[str, Any], path: Path, batch: int, repeat: int) -> None:
         for key, want in (*self.identity.items(), ("batch", batch), ("repeat", repeat)):
@@ -144,11 +162,12 @@ def _attempts(report: dict[str, Any], path: Path, wanted: list[str], repeat: int
     if missing:
         raise CalibrationError(
             f"report {path}: field 'results' does not cover task {missing[0]!r} "
-            f"({len(missing)} requested task(s) missing)"
+            f"({len(missing)} of the batch's candidate task(s) missing)"
         )
     extra = sorted(set(by_id) - set(wanted))
     if extra:
         raise CalibrationError(
-            f"report {path}: field 'results' has task {extra[0]!r}, which was not requested"
+            f"report {path}: field 'results' has task {extra[0]!r}, which is not a candidate "
+            "of this batch (work/batch-N-candidates.jsonl)"
         )
     return [by_id[t] for t in wanted]

@@ -27,6 +27,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from corpus_assets.core.store.atomic import atomic_writer
 from corpus_assets.recipes.arith_answers import format_answer
 
 PUBLIC_FILE = re.compile(r"batch-(\d+)-public\.jsonl")
@@ -144,8 +145,10 @@ def report(
 
 
 def own_digest() -> str:
-    """`sha256:` and the hex digest of this script: the default backend model digest."""
-    return "sha256:" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    """The default backend model digest: `sha256:` of the stand-in's "weights" (its skill per
+    family and timeout rate) as canonical JSON, so editing its prose changes nothing."""
+    weights = json.dumps({"skill": SKILL, "timeout_rate": TIMEOUT_RATE}, sort_keys=True)
+    return "sha256:" + hashlib.sha256(weights.encode("utf-8")).hexdigest()
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -188,7 +191,8 @@ def write_reports(args: argparse.Namespace) -> None:
         tasks = read_tasks(path)
         for repeat in range(args.repeats):
             text = json.dumps(report(tasks, batch, repeat, identity), indent=2) + "\n"
-            (args.output / f"batch-{batch}-repeat-{repeat}.json").write_text(text, "utf-8")
+            with atomic_writer(args.output / f"batch-{batch}-repeat-{repeat}.json", 0o644) as fh:
+                fh.write(text.encode("utf-8"))
 
 
 if __name__ == "__main__":

@@ -125,7 +125,7 @@ def test_uncovered_extra_and_repeated_tasks_fail(tmp_path: Path) -> None:
         run(calibrator(tmp_path, [[write(tmp_path, "a.json", short)]]), context(repeats=1))
     extra = report(0, 0, "a")
     extra["results"].append({"task_id": "t9", "response": "x"})
-    with pytest.raises(CalibrationError, match="'t9', which was not requested"):
+    with pytest.raises(CalibrationError, match="'t9', which is not a candidate"):
         run(calibrator(tmp_path, [[write(tmp_path, "b.json", extra)]]), context(repeats=1))
     twice = report(0, 0, "a")
     twice["results"].append(twice["results"][0])
@@ -176,3 +176,24 @@ def test_a_calibrator_that_mutates_its_tasks_changes_no_candidate() -> None:
     assert originals[0].input == {"problem": "p", "values": [1, 2]}
     assert originals[0].metadata == {"family": "f"}
     assert all(isinstance(c, PublicTask) and not hasattr(c, "reference") for c in copies)
+
+
+def test_a_call_about_part_of_a_batch_gets_its_pairs_and_the_report_must_cover_the_batch(
+    tmp_path: Path,
+) -> None:
+    files = [
+        write(tmp_path, "r0.json", report(0, 0, "a")),
+        write(tmp_path, "r1.json", report(0, 1, "b")),
+    ]
+    cal = calibrator(tmp_path, [files])
+    whole = CalibrationContext(0, 2, "model", 7, batch_task_ids=("t1", "t2"))
+    part = asyncio.run(cal(public_copies(TASKS[1:]), whole))
+    assert [(a.task_id, a.repeat) for a in part.attempts] == [("t2", 0), ("t2", 1)]
+    bigger = CalibrationContext(1, 2, "model", 7, batch_task_ids=("t1", "t2", "t3"))
+    later = [
+        write(tmp_path, "s0.json", report(1, 0, "c")),
+        write(tmp_path, "s1.json", report(1, 1, "d")),
+    ]
+    cal = calibrator(tmp_path, [files, later])
+    with pytest.raises(CalibrationError, match="s0.json: field 'results' does not cover task 't3'"):
+        asyncio.run(cal(public_copies(TASKS[:1]), bigger))
