@@ -195,5 +195,6 @@ def test_a_call_about_part_of_a_batch_gets_its_pairs_and_the_report_must_cover_t
         write(tmp_path, "s1.json", report(1, 1, "d")),
     ]
     cal = calibrator(tmp_path, [files, later])
-    with pytest.raises(CalibrationError, match="s0.json: field 'results' does not cover task 't3'"):
+    uncovered = r"s0\.json: field 'results' does not cover task 't3'"
+    with pytest.raises(CalibrationError, match=uncovered):
         asyncio.run(cal(public_copies(TASKS[:1]), bigger))
