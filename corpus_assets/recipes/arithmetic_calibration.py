@@ -66,6 +66,10 @@ class RecordedResponses:
         self.reports = reports
         self._loaded: tuple[int, dict[tuple[str, int], Attempt], dict[str, JSON]] | None = None
 
+    def source_files(self) -> list[Path]:
+        """The report files: part of the job's resume identity (a changed report is refused)."""
+        return [path for batch in self.reports for path in batch]
+
     async def __call__(
         self, tasks: Sequence[PublicTask], context: CalibrationContext
     ) -> CalibrationBatch:

@@ -112,7 +112,6 @@ class DataJob:
         self.say = progress or (lambda line: None)
         self.spec = RecipeSpec(config.model.recipe, dict(config.model.params))
         self.recipe = self.spec.build()  # the coordinator's own instance: select, identity
-        self.identity = job_identity(config, self.spec, self.recipe)
         calibration = config.model.calibration
         self.calibrate: CalibrateStep | None = None
         if calibration is not None:
@@ -124,6 +123,8 @@ class DataJob:
                 self.execution.batch_size,
                 self.execution.max_workers,
             )
+        calibrator = None if self.calibrate is None else self.calibrate.calibrator
+        self.identity = job_identity(config, self.spec, self.recipe, calibrator)
 
     # -- the whole job ---------------------------------------------------------------------
 
@@ -367,7 +368,7 @@ class DataJob:
         await self.calibrate.ask(self.ckpt, batch, self.cancel.is_set)
         if self.cancel.is_set():
             raise JobCancelled(f"cancelled while calibrating batch {batch}")
-        self._progress("calibrate", batch)
+        self._progress("calibrate", batch, self.ckpt.calibration_counts(batch))
         self.calibrate.grade(self.ckpt, pool, batch, self.cancel.is_set)
         if self.cancel.is_set():
             raise JobCancelled(f"cancelled while grading batch {batch}")
@@ -591,7 +592,8 @@ class DataJob:
                     totals[key] += value
         return totals
 
-    def _progress(self, phase: str, batch: int | None) -> None:
+    def _progress(self, phase: str, batch: int | None, extra: dict[str, int] | None = None) -> None:
+        """progress.json and one progress line; `extra` adds a phase's own counts."""
         totals = self._totals()
         projected = self.ckpt.projected()
         self.folder.write_progress(
@@ -602,12 +604,14 @@ class DataJob:
                 "projected": projected,
             }
             | totals
+            | (extra or {})
         )
         where = f" batch {batch}" if batch is not None else ""
+        more = "".join(f", {value} {key.replace('_', ' ')}" for key, value in (extra or {}).items())
         self.say(
             f"tasks: {phase}{where}: {totals['generated']} generated, {totals['retained']} "
-            f"retained, {totals['duplicates']} duplicates, {totals['excluded']} excluded, "
-            f"{projected}/{self.model.target_count} projected"
+            f"retained, {totals['duplicates']} duplicates, {totals['excluded']} excluded"
+            f"{more}, {projected}/{self.model.target_count} projected"
         )
 
 

@@ -73,15 +73,35 @@ def _digests(paths: Sequence[Path]) -> dict[str, str]:
     return {str(p.relative_to(base)): file_sha256(p) for p in sorted(paths)}
 
 
-def job_identity(config: LoadedJobConfig, spec: RecipeSpec, recipe: Recipe) -> dict[str, Any]:
-    """What a resumed job must find unchanged: config, declared files, recipe and executor code."""
+def job_identity(
+    config: LoadedJobConfig, spec: RecipeSpec, recipe: Recipe, calibrator: object = None
+) -> dict[str, Any]:
+    """What a resumed job must find unchanged: config, declared files, recipe, calibrator and
+    executor code."""
     return {
         "config_sha256": config.sha256,
         "inputs": _file_digests(config.model.inputs, config.inputs),
         "exclusions": _file_digests(config.model.exclusions, config.exclusions),
         "recipe_files": recipe_files(spec, recipe),
+        "calibration_files": calibration_files(config, calibrator),
         "executor": executor_digest(),
     }
+
+
+def calibration_files(config: LoadedJobConfig, calibrator: object) -> dict[str, str]:
+    """sha256 of the calibration factory's module and of the files the calibrator declares in
+    `source_files()` (the recorded reports), named relative to the config's folder if inside."""
+    spec = config.model.calibration
+    if spec is None:
+        return {}
+    declared = getattr(calibrator, "source_files", None)
+    files = {}
+    for path in (Path(p).resolve() for p in declared()) if callable(declared) else ():
+        if not path.is_file():
+            raise DataError(f"calibration file {path} not found")
+        name = path.relative_to(config.base_dir) if path.is_relative_to(config.base_dir) else path
+        files[str(name)] = file_sha256(path)
+    return factory_files(spec.implementation) | files
 
 
 def _file_digests(written: Sequence[str], paths: Sequence[Path]) -> dict[str, str]:
@@ -100,8 +120,9 @@ def identity_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         ("inputs", "input"),
         ("exclusions", "exclusion"),
         ("recipe_files", "recipe source"),
+        ("calibration_files", "calibration"),
     ):
-        before, after = old.get(key) or {}, new[key]
+        before, after = old.get(key) or {}, new.get(key) or {}
         for name in sorted(set(before) | set(after)):
             if before.get(name) != after.get(name):
                 state = (

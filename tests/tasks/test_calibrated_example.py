@@ -158,3 +158,24 @@ def test_any_backend_and_worker_count_give_the_same_dataset(
     config.write_text(text + execution)
     result = corpus_tasks(config, tmp_path / "job")
     assert result["dataset_id"] == load_snapshot(calibrated / "dataset").dataset_id
+
+
+def test_a_resume_after_a_report_changed_is_refused_naming_the_report(tmp_path: Path) -> None:
+    shutil.copytree(EXAMPLES / "reports", tmp_path / "reports")
+    config = tmp_path / "calibrated.yaml"
+    shutil.copy(CALIBRATED, config)
+    corpus_tasks(config, tmp_path / "job")
+    report = tmp_path / "reports" / "batch-0-repeat-1.json"
+    report.write_text(report.read_text().replace("standin-b0-r1", "another-trial"))
+    args = ["-m", "corpus_assets.cli", "tasks", "--config", str(config)]
+    args += ["--output", str(tmp_path / "job"), "--resume"]
+    out = subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, env=ENV, timeout=600
+    )
+    assert out.returncode == 65, out.stderr
+    assert "calibration file 'reports/batch-0-repeat-1.json' changed" in out.stderr
+    (tmp_path / "reports" / "batch-0-repeat-0.json").unlink()
+    out = subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, env=ENV, timeout=600
+    )
+    assert out.returncode == 65 and "batch-0-repeat-0.json not found" in out.stderr
