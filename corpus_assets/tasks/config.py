@@ -54,7 +54,7 @@ class _Section(BaseModel):
 
 
 class CalibrationSpec(_Section):
-    """`[calibration]` (used by part 2): who answers the probes, how often, with what."""
+    """`[calibration]`: who answers the probes (a calibrator factory), how often, with what."""
 
     implementation: StrictStr
     repeats: StrictInt = Field(default=1, ge=1)

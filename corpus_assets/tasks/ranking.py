@@ -8,8 +8,8 @@ candidates through an `OrderedRows` provider: `InMemoryRanking` sorts a list, `R
 keeps them in SQLite with an index per order, so a pool on disk is never loaded whole. Both
 give the same result (tests/tasks/test_ranking.py checks it on random pools).
 
-Planned (issue 12): the executor's ranking chunks and the `selection_policy`, `rank` and
-`finalize_selection` recipe hooks that call this.
+The executor ranks in worker chunks (`workers.rank_chunk`) into a `RankingTable` and calls this
+for recipes with the `selection_policy`, `rank` and `finalize_selection` hooks.
 """
 
 from __future__ import annotations
