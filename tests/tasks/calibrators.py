@@ -19,8 +19,10 @@ import dataclasses
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
+
+from executor_recipes import _append as append_line
+from executor_recipes import _lines
 
 from corpus_assets.tasks.calibration import Attempt, CalibrationBatch, CalibrationContext
 from corpus_assets.tasks.types import PublicTask
@@ -45,18 +47,7 @@ def strings(obj: Any) -> Iterator[str]:
 
 
 def _append(path: str, doc: Any) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        os.write(fd, (json.dumps(doc) + "\n").encode())
-    finally:
-        os.close(fd)
-
-
-def _lines(path: str) -> int:
-    try:
-        return len(Path(path).read_text().splitlines())
-    except FileNotFoundError:
-        return 0
+    append_line(path, json.dumps(doc))
 
 
 def answer_all(
