@@ -5,7 +5,8 @@ plus optional `metadata`); `reject` names ids `clean` turns into None; `need` is
 pooled candidates `select` wants before it picks the first `target_count` in pool order.
 `fail` makes `clean` raise `kind` (for the id `on`, else any) while the file `counter` has
 fewer than `times` lines (one line is appended per raise; `sleep` seconds first), so the test
-can count attempts across processes; `score_fail` does the same in `score`.
+can count attempts across processes; `score_fail` does the same in `score`; `slow` is a sleep
+per `clean` call (to kill a job mid-batch).
 
 `make_sharded` adds the generation-shard hooks (logging `shard <batch> <start>`), and
 `make_ranked` the ranking hooks: `priority` and `group` come from the samples' metadata, the
@@ -85,8 +86,10 @@ class ScriptedRecipe:
         log: str | None = None,
         select_override: Mapping[str, Any] | None = None,
         score_fail: Mapping[str, Any] | None = None,
+        slow: float = 0.0,
     ) -> None:
         self.score_fail = score_fail
+        self.slow = slow
         self.batches = batches
         self.reject = set(reject)
         self.need = need
@@ -107,6 +110,7 @@ class ScriptedRecipe:
         if self.log:
             _append(self.log, f"clean {sample.task_id}")
         _maybe_fail(self.fail, sample.task_id)
+        time.sleep(self.slow)
         return None if sample.task_id in self.reject else sample
 
     def score(self, sample: DataSample, response: JSON) -> float:

@@ -9,19 +9,35 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import sqlite3
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from executor_recipes import RankedRecipe
+from job_support import command, kill_group, start_job, stop_leftovers, wait_for_text
 
 from corpus_assets.tasks.config import load_job_config
 from corpus_assets.tasks.executor import DataJob
 from corpus_assets.tasks.ranking import InMemoryRanking, SelectionPolicy, select_ranked_candidates
+from corpus_assets.tasks.snapshot import load_snapshot
 from corpus_assets.tasks.types import DataSample, GenerateContext, PublicTask
 from corpus_assets.tasks.workers import RecipeError
+
+HERE = Path(__file__).resolve().parent
+ENV = os.environ | {
+    "PYTHONPATH": os.pathsep.join([str(HERE.parents[1]), str(HERE)]),
+    "HF_HUB_OFFLINE": "1",
+}
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_jobs() -> Any:
+    yield
+    stop_leftovers()
 
 
 def sample(task_id: str, text: str, answer: str = "1", **metadata: Any) -> dict[str, Any]:
@@ -121,6 +137,43 @@ def test_complete_shard_files_are_reused_on_resume_even_when_never_committed(
         tmp_path, "clean.json", "executor_recipes:make_sharded", 12, batches=[batch]
     )
     assert snapshot.dataset_id == run(uninterrupted, tmp_path / "clean").dataset_id
+
+
+def test_a_sharded_job_killed_mid_batch_resumes_to_the_same_snapshot(tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    batch = [sample(f"t{i:02d}", f"q{i}") for i in range(40)]
+    execution = {"shard_size": 4, "max_workers": 2, "batch_size": 2, "backend": "process"}
+    config = write_job(
+        tmp_path,
+        "job.json",
+        "executor_recipes:make_sharded",
+        40,
+        batches=[batch],
+        log=str(log),
+        slow=0.05,
+        execution=execution,
+    )
+    proc = start_job(config, tmp_path / "out", ENV, tmp_path / "stderr")
+    wait_for_text(log, "shard 0 12", proc)  # a few shards in, most still to come
+    kill_group(proc)
+    db = sqlite3.connect(tmp_path / "out" / "work" / "checkpoints.sqlite3")
+    consumed, done = db.execute("SELECT consumed, done FROM batches").fetchone()
+    db.close()
+    assert 0 < consumed < 40 and not done  # killed mid-batch, with committed rows
+    out = subprocess.run(
+        command(config, tmp_path / "out", resume=True),
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    clean = write_job(tmp_path, "clean.json", "executor_recipes:make_sharded", 40, batches=[batch])
+    assert (
+        load_snapshot(tmp_path / "out" / "dataset").dataset_id
+        == run(clean, tmp_path / "c").dataset_id
+    )
 
 
 def test_max_candidates_cuts_the_shard_plan_where_serial_generation_stops(tmp_path: Path) -> None:
