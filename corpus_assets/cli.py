@@ -90,7 +90,26 @@ def _checked_config(file: str) -> None:
     preflight(load_config(file))
 
 
+def _task_config(file: str) -> bool:
+    """Whether FILE is a task-job config (its `recipe` key); then it is validated whole."""
+    from corpus_assets.tasks import registry
+    from corpus_assets.tasks.config import load_job_config
+
+    if not registry.is_task_config(Path(file)):
+        return False
+    registry.check_buildable(load_job_config(file))
+    return True
+
+
 def cmd_register(args: argparse.Namespace) -> int:
+    if _task_config(args.file):
+        from corpus_assets import dagster_build
+
+        root = _root(args)
+        instance = dagster_build.instance_for(root)
+        registered = dagster_build.register_task(Path(args.file), root, instance)
+        _print_json(dagster_build.register_task_summary(registered, root, instance))
+        return EXIT_OK
     _checked_config(args.file)
     from corpus_assets import dagster_build
 
@@ -102,13 +121,16 @@ def cmd_register(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    _checked_config(args.file)
+    task = _task_config(args.file)
+    if not task:
+        _checked_config(args.file)
     from corpus_assets import dagster_build
     from corpus_assets.resources.stage_runner import StageRunner
 
     root = _root(args)
     runner = StageRunner(workers=args.workers) if args.workers else None
-    result = dagster_build.build(
+    run = dagster_build.build_task if task else dagster_build.build
+    result = run(
         Path(args.file),
         root,
         dagster_build.instance_for(root),
@@ -141,9 +163,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
+    from corpus_assets.dagster_report import pipes_if_launched, task_metadata
     from corpus_assets.tasks.run import run_command
 
-    result = run_command(args.config, args.output, args.resume, args.export_hf, _emit)
+    with pipes_if_launched() as pipes:
+        emit = _emit if pipes is None else pipes.tee(_emit)
+        result = run_command(args.config, args.output, args.resume, args.export_hf, emit)
+        if pipes is not None:
+            pipes.report(task_metadata(Path(result["dataset_path"])), result["dataset_id"])
     print(json.dumps(result, sort_keys=True, ensure_ascii=False), flush=True)
     return EXIT_OK
 

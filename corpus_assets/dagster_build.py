@@ -17,7 +17,8 @@ from typing import Any, NoReturn
 import dagster as dg
 
 from corpus_assets.assets import checks
-from corpus_assets.assets.partitions import CORPUS_CONFIGS
+from corpus_assets.assets.partitions import CORPUS_CONFIGS, TASK_CONFIGS
+from corpus_assets.assets.task_checks import TASK_CHECK_NAMES
 from corpus_assets.core.config import LoadedConfig
 from corpus_assets.core.errors import EXIT_DATA, EXIT_TRANSIENT, EXIT_USAGE
 from corpus_assets.core.store import registry
@@ -28,9 +29,10 @@ from corpus_assets.dagster_dead_runs import mark_dead_runs, process_tags
 from corpus_assets.dagster_instance import dagster_home, ensure_home, open_instance
 from corpus_assets.dagster_output import BuildOutput
 from corpus_assets.definitions import build_defs
-from corpus_assets.jobs import BUILD_JOB
+from corpus_assets.jobs import BUILD_JOB, TASK_JOB
 from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.resources.stage_runner import StageRunner
+from corpus_assets.tasks import registry as registry_tasks
 
 Emit = Callable[[str], None]
 STAGE_ASSETS = {"raw": "fetch", "shards": "shard", "tokens": "tokenize"}
@@ -117,6 +119,84 @@ def build(
     return BuildResult(summary=summary, exit_code=_exit_code(result), run_id=result.run_id)
 
 
+def register_task(
+    config_file: Path, root: Path, instance: dg.DagsterInstance
+) -> registry_tasks.RegisteredJob:
+    """Store a task-job config under the data root and add its `task_configs` partition."""
+    registered = registry_tasks.register_job(config_file, root.resolve())
+    instance.add_dynamic_partitions(TASK_CONFIGS, [registered.config.partition_key])
+    return registered
+
+
+def register_task_summary(
+    registered: registry_tasks.RegisteredJob, root: Path, instance: dg.DagsterInstance
+) -> dict[str, Any]:
+    config = registered.config
+    return {
+        "kind": "task",
+        "partition_key": config.partition_key,
+        "config_sha256": config.sha256,
+        "config": str(registered.path.relative_to(root.resolve())),
+        "job_folder": str(registry_tasks.job_folder(root.resolve(), config)),
+        "root": str(root.resolve()),
+        "dagster_home": instance.root_directory,
+    }
+
+
+def build_task(
+    config_file: Path,
+    root: Path,
+    instance: dg.DagsterInstance,
+    stage_runner: StageRunner | None = None,
+    emit: Emit | None = None,
+    verbose: bool = False,
+    progress: bool | None = None,
+) -> BuildResult:
+    """Register a task-job config and materialize `task_dataset` (with its checks) in-process.
+
+    A failed or interrupted run keeps the job folder: building again resumes it.
+    """
+    output = BuildOutput(emit or _stderr, verbose=verbose, live=progress)
+    mark_dead_runs(instance, by="corpus build", say=lambda line: output.say(f"[corpus] {line}"))
+    root = root.resolve()
+    registered = register_task(config_file, root, instance)
+    config = registered.config
+    folder = registry_tasks.job_folder(root, config)
+    output.note(f"[corpus] building task partition {config.partition_key} in {folder}")
+    defs = build_defs(paths=CorpusPaths(root=str(root)), stage_runner=stage_runner)
+    start = time.monotonic()
+    result: dg.ExecuteInProcessResult | None = None
+    try:
+        with output.capture():
+            result = defs.resolve_job_def(TASK_JOB).execute_in_process(
+                instance=instance,
+                partition_key=config.partition_key,
+                raise_on_error=False,
+                run_config=output.run_config,
+                tags=process_tags(),
+            )
+    finally:
+        if result is not None:
+            output.finish(instance, result, root, time.monotonic() - start)
+    meta = _metadata(result, "task_dataset")
+    summary: dict[str, Any] = {
+        "success": result.success,
+        "kind": "task",
+        "partition_key": config.partition_key,
+        "config_sha256": config.sha256,
+        "root": str(root),
+        "job_folder": str(folder),
+        "dataset_id": meta.get("dataset_id"),
+        "dataset_path": meta.get("dataset_path"),
+        "stages": {"tasks": _step_status(result, "task_dataset")},
+        "checks": _check_outcomes(result, TASK_CHECK_NAMES),
+    }
+    error = _first_error(result)
+    if error:
+        summary["error"] = error
+    return BuildResult(summary=summary, exit_code=_exit_code(result), run_id=result.run_id)
+
+
 def _summary(cfg: LoadedConfig, root: Path, result: dg.ExecuteInProcessResult) -> dict[str, Any]:
     layout = Layout(root)
     meta = {name: _metadata(result, name) for name in STAGE_ASSETS}
@@ -162,8 +242,10 @@ def _step_status(result: dg.ExecuteInProcessResult, node: str) -> str:
     return "skipped"
 
 
-def _check_outcomes(result: dg.ExecuteInProcessResult) -> dict[str, str]:
-    outcomes = {name: "not run" for name in checks.CHECK_NAMES}
+def _check_outcomes(
+    result: dg.ExecuteInProcessResult, names: tuple[str, ...] = checks.CHECK_NAMES
+) -> dict[str, str]:
+    outcomes = {name: "not run" for name in names}
     for evaluation in result.get_asset_check_evaluations():
         outcomes[evaluation.check_name] = "passed" if evaluation.passed else "failed"
     return dict(sorted(outcomes.items()))

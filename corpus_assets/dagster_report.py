@@ -7,6 +7,7 @@ fast; run standalone it prints exactly what it printed before.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -35,9 +36,11 @@ class Reporter:
     def materialized(self, summary: dict[str, Any], root: Path) -> None:
         manifest = summary.get("manifest")
         version = _file_sha256(root / manifest) if isinstance(manifest, str) else None
-        self._pipes.report_asset_materialization(
-            metadata=summary_metadata(summary, root), data_version=version
-        )
+        self.report(summary_metadata(summary, root), version)
+
+    def report(self, metadata: Metadata, data_version: str | None) -> None:
+        """One asset materialization with this metadata and data version."""
+        self._pipes.report_asset_materialization(metadata=metadata, data_version=data_version)
 
 
 @contextmanager
@@ -72,6 +75,40 @@ def summary_metadata(summary: dict[str, Any], root: Path) -> Metadata:
         else:
             md[key] = _scalar(value)
     _derived(summary, md)
+    return md
+
+
+def task_metadata(snapshot: Path) -> Metadata:
+    """Asset metadata of a task snapshot: its id, counts per step, selection, calibration."""
+    manifest = json.loads((snapshot / "manifest.json").read_text(encoding="utf-8"))
+    report = json.loads((snapshot / "report.json").read_text(encoding="utf-8"))
+    totals, batches = report["totals"], report["batches"]
+    counts = {
+        "generated": totals["generated"],
+        "cleaned": totals["generated"] - totals["rejected"],
+        "rejected": totals["rejected"],
+        "duplicates": totals["duplicates"],
+        "excluded": totals["excluded"],
+        "retained": totals["retained"],
+        "calibrated": sum(int(b.get("calibrated", 0)) for b in batches),
+        "selected": report["selection"]["selected"],
+    }
+    md: Metadata = {
+        "dataset_id": _v(manifest["dataset_id"], "text"),
+        "dataset_path": _v(str(snapshot.resolve()), "path"),
+        "dagster/row_count": _v(manifest["rows"], "int"),
+        "partition_key": _v(manifest["job"]["partition_key"], "text"),
+        "config_sha256": _v(manifest["job"]["config_sha256"], "text"),
+        "calibrated_selection": _v(bool(report["calibrated"]), "bool"),
+        "counts": _table(
+            [{"step": k, "tasks": n} for k, n in counts.items()],
+            [("step", "string"), ("tasks", "int")],
+        ),
+        "selection_statistics": _v(report["selection"]["statistics"], "json"),
+    }
+    md |= {k: _v(n, "int") for k, n in counts.items()}
+    if manifest.get("calibration") is not None:
+        md["calibration"] = _v(manifest["calibration"], "json")
     return md
 
 

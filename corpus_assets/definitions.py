@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import dagster as dg
 
-from corpus_assets.assets import checks
+from corpus_assets.assets import checks, task_checks
 from corpus_assets.assets.raw import raw
 from corpus_assets.assets.shards import shards
+from corpus_assets.assets.task_dataset import task_dataset
 from corpus_assets.assets.tokens import tokens
-from corpus_assets.jobs import corpus_build, corpus_cleanup
+from corpus_assets.jobs import corpus_build, corpus_cleanup, task_build
 from corpus_assets.resources.configs import ConfigStore
 from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.resources.stage_runner import StageRunner
+from corpus_assets.resources.task_configs import TaskConfigStore
 from corpus_assets.sensors.cleanup import corpus_cleanup_on_cancel, corpus_cleanup_on_failure
 from corpus_assets.sensors.config import corpus_config_sensor
 from corpus_assets.sensors.dead_runs import corpus_dead_runs
@@ -28,9 +30,9 @@ def build_defs(
     """The corpus graph bound to `paths` (default: root from the environment at run time)."""
     paths = paths or CorpusPaths()
     return dg.Definitions(
-        assets=[raw, shards, tokens],
-        asset_checks=checks.ALL_CHECKS,
-        jobs=[corpus_build, corpus_cleanup],
+        assets=[raw, shards, tokens, task_dataset],
+        asset_checks=[*checks.ALL_CHECKS, task_checks.task_dataset_checks],
+        jobs=[corpus_build, task_build, corpus_cleanup],
         sensors=[
             corpus_config_sensor,
             corpus_cleanup_on_failure,
@@ -43,6 +45,7 @@ def build_defs(
         resources={
             "paths": paths,
             "configs": ConfigStore(paths=paths),
+            "task_configs": TaskConfigStore(paths=paths),
             "stage_runner": stage_runner or StageRunner(),
         },
     )

@@ -1,4 +1,5 @@
-"""The two jobs: `corpus_build` (the three assets and their checks) and `corpus_cleanup`."""
+"""The jobs: `corpus_build` (the three corpus assets and their checks), `task_build` (the task
+snapshot and its checks) and `corpus_cleanup`."""
 
 import dagster as dg
 
@@ -12,7 +13,9 @@ from corpus_assets.resources.stage_runner import StageRunner
 
 BUILD_JOB = "corpus_build"
 CLEANUP_JOB = "corpus_cleanup"
+TASK_JOB = "task_build"
 BUILD_ASSETS = dg.AssetSelection.groups("corpus")
+TASK_ASSETS = dg.AssetSelection.groups("tasks")
 # Step failures have retry policies; a run retry (when dagster/max_retries is set) is for a crashed
 # run worker only, so a stage that gave up (exit 64/65) is never re-run by it.
 BUILD_TAGS = {"dagster/retry_on_asset_or_op_failure": "false"}
@@ -24,6 +27,16 @@ corpus_build = dg.define_asset_job(
     executor_def=dg.in_process_executor,
     tags=BUILD_TAGS,
     description="Fetch, shard and tokenize one registered config (a corpus_configs partition).",
+)
+
+
+task_build = dg.define_asset_job(
+    TASK_JOB,
+    selection=TASK_ASSETS,
+    executor_def=dg.in_process_executor,
+    tags=BUILD_TAGS,
+    description="Run (or resume) one registered task-job config (a task_configs partition) "
+    "and check its snapshot.",
 )
 
 

@@ -8,7 +8,8 @@ here and only here).
 """
 
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 
 import dagster as dg
 
@@ -79,16 +80,23 @@ def _evaluate(
     configs: ConfigStore,
 ) -> Iterator[dg.AssetCheckResult]:
     cfg, layout = configs.load(context.partition_key), paths.layout()
-    for name, auditor in audits.items():
+    yield from check_results(asset.key, {n: partial(a, cfg, layout) for n, a in audits.items()})
+
+
+def check_results(
+    key: dg.AssetKey, audits: Mapping[str, Callable[[], audit.Audit]]
+) -> Iterator[dg.AssetCheckResult]:
+    """One check result per audit, its counts and problems as metadata."""
+    for name, run in audits.items():
         try:
-            found = auditor(cfg, layout)
+            found = run()
         except Exception as exc:  # an unreadable build fails the check, it does not crash it
             found = audit.Audit(passed=False, problems=(f"{type(exc).__name__}: {exc}",))
         metadata: dict[str, dg.RawMetadataValue] = dict(found.counts)
         if found.problems:
             metadata["problems"] = dg.MetadataValue.md("\n".join(f"- {p}" for p in found.problems))
         yield dg.AssetCheckResult(
-            asset_key=asset.key, check_name=name, passed=found.passed, metadata=metadata
+            asset_key=key, check_name=name, passed=found.passed, metadata=metadata
         )
 
 

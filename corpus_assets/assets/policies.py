@@ -16,7 +16,14 @@ FETCH_RETRY = dg.RetryPolicy(
 STAGE_RETRY = dg.RetryPolicy(
     max_retries=2, delay=1.0, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
 )
-RETRY_POLICIES = {"fetch": FETCH_RETRY, "shard": STAGE_RETRY, "tokenize": STAGE_RETRY}
+# A task job resumes from its checkpoints, so a retry repeats no committed work.
+TASK_RETRY = STAGE_RETRY
+RETRY_POLICIES = {
+    "fetch": FETCH_RETRY,
+    "shard": STAGE_RETRY,
+    "tokenize": STAGE_RETRY,
+    "tasks": TASK_RETRY,
+}
 
 
 def retry_delay(policy: dg.RetryPolicy, base_delay_s: float, attempt: int) -> float:

@@ -389,7 +389,7 @@ def load_config(path: str | Path) -> LoadedConfig:
     if p.suffix not in (".toml", ".json"):
         raise ConfigError(f"config file {str(p)!r} must end in .toml or .json")
     raw = parse_text(read_config_text(p, "config file"), p.suffix[1:])
-    return validate(raw, _base_dir(p))
+    return validate(raw, config_base_dir(p))
 
 
 def read_config_text(path: Path, noun: str) -> str:
@@ -407,7 +407,7 @@ def read_config_text(path: Path, noun: str) -> str:
 ORIGIN_SUFFIX = ".origin.json"
 
 
-def _base_dir(p: Path) -> Path:
+def config_base_dir(p: Path) -> Path:
     """The config's own folder, or the original one recorded beside a registered copy."""
     origin = p.with_name(f"{p.stem}{ORIGIN_SUFFIX}")
     if p.suffix == ".json" and origin.is_file():

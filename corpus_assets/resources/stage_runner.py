@@ -59,10 +59,29 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
             results = self._run(context, argv)
         except dg.Failure as error:
             raise self._retry_or_give_up(context, stage, error) from error
+        return self._one_materialization(results, f"run --stage {stage}")
+
+    def run_tasks(
+        self, context: dg.AssetExecutionContext, config_file: Path, folder: Path
+    ) -> dg.MaterializeResult[Any]:
+        """`corpus tasks`, resuming the job folder when a job was started there before."""
+        argv = ["tasks", "--config", str(config_file), "--output", str(folder)]
+        if (folder / "job.json").is_file():
+            argv.append("--resume")
+            context.log.info(f"resuming the task job in {folder}")
+        try:
+            results = self._run(context, argv)
+        except dg.Failure as error:
+            raise self._retry_or_give_up(context, "tasks", error) from error
+        return self._one_materialization(results, "tasks")
+
+    def _one_materialization(
+        self, results: Sequence[dg.PipesExecutionResult], what: str
+    ) -> dg.MaterializeResult[Any]:
         found = [r for r in results if isinstance(r, dg.MaterializeResult)]
         if len(found) != 1:
             raise dg.Failure(
-                f"`corpus run --stage {stage}` succeeded but reported {len(found)} "
+                f"`corpus {what}` succeeded but reported {len(found)} "
                 "materializations through Pipes, expected 1",
                 allow_retries=False,
             )

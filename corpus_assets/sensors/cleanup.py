@@ -1,7 +1,8 @@
 """Cleanup sensors: a build that failed for good, or was cancelled, leaves no partial outputs.
 
 One cleanup run per failed run (run key = the failed run's id), only when the shard stage had
-started (a failed fetch leaves nothing to delete), never while run retries will re-execute the
+started (a failed fetch leaves nothing to delete; a task-dataset run keeps its job folder for
+the next materialization to resume), never while run retries will re-execute the
 run, never for cleanup runs themselves, never twice (a run that already has a cleanup run, from
 a sensor or from `corpus build`, is skipped). They watch every code location: runs started from
 the `dagster` CLI or `corpus build` have no code-location origin and would otherwise be ignored.
@@ -17,6 +18,7 @@ import os
 import dagster as dg
 
 from corpus_assets.assets.shards import shards
+from corpus_assets.assets.task_dataset import task_dataset
 from corpus_assets.assets.tokens import tokens
 from corpus_assets.dagster_dead_runs import cleanup_blocker
 from corpus_assets.jobs import CLEANUP_JOB, corpus_cleanup
@@ -32,6 +34,7 @@ FAILURE_SENSOR = "corpus_cleanup_on_failure"
 CANCEL_SENSOR = "corpus_cleanup_on_cancel"
 # Step keys whose start means partial outputs may exist (the shard stage or later).
 OUTPUT_STEPS = frozenset(k.to_python_identifier() for k in (shards.key, tokens.key))
+TASK_STEP = task_dataset.key.to_python_identifier()
 
 
 def cleanup_request(
@@ -55,6 +58,11 @@ def cleanup_request(
         ).records
     }
     if not started & OUTPUT_STEPS:
+        if TASK_STEP in started:
+            return dg.SkipReason(
+                f"run {run.run_id} built a task dataset: its job folder is kept, and the next "
+                "materialization of the partition resumes it"
+            )
         return dg.SkipReason(f"run {run.run_id} {outcome} before the shard stage started")
     if blocker := cleanup_blocker(instance, run.run_id):
         return dg.SkipReason(f"no cleanup after run {run.run_id}: {blocker}")

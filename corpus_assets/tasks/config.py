@@ -24,7 +24,14 @@ from pydantic import (
     field_validator,
 )
 
-from corpus_assets.core.config import NAME_PATTERN, canon, parse_text, read_config_text, sha256_hex
+from corpus_assets.core.config import (
+    NAME_PATTERN,
+    canon,
+    config_base_dir,
+    parse_text,
+    read_config_text,
+    sha256_hex,
+)
 from corpus_assets.core.errors import ConfigError
 from corpus_assets.tasks.factory import split_ref
 from corpus_assets.tasks.types import PURPOSES, Purpose
@@ -234,4 +241,4 @@ def load_job_config(path: str | Path) -> LoadedJobConfig:
         raise ConfigError(f"job config {str(p)!r} must end in {', '.join(SUFFIXES)}")
     text = read_config_text(p, "job config")
     resolved = p.resolve()
-    return validate_job(parse_job_text(text, fmt), resolved.parent, resolved)
+    return validate_job(parse_job_text(text, fmt), config_base_dir(resolved), resolved)

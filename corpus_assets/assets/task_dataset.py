@@ -1,0 +1,31 @@
+"""The `task_dataset` asset: a task-job config's verified snapshot (`corpus tasks`).
+
+A run that fails, is cancelled or is killed keeps its job folder; the next materialization of
+the partition resumes it, and a completed one returns its verified snapshot without work.
+"""
+
+from typing import Any
+
+import dagster as dg
+
+from corpus_assets.assets.partitions import task_configs
+from corpus_assets.assets.policies import TASK_RETRY
+from corpus_assets.resources.stage_runner import StageRunner
+from corpus_assets.resources.task_configs import TaskConfigStore
+
+
+@dg.asset(
+    partitions_def=task_configs,
+    group_name="tasks",
+    retry_policy=TASK_RETRY,
+    kinds={"python", "json"},
+    tags={"corpus/stage": "tasks"},
+)
+def task_dataset(
+    context: dg.AssetExecutionContext,
+    task_configs: TaskConfigStore,
+    stage_runner: StageRunner,
+) -> dg.MaterializeResult[Any]:
+    """The job's owner-only snapshot: public, reference and training rows, probes, report."""
+    key = context.partition_key
+    return stage_runner.run_tasks(context, task_configs.file_for(key), task_configs.folder_for(key))

@@ -1,0 +1,285 @@
+"""Task datasets in the asset graph: `corpus build`/`register` of a task config, the `dagster`
+CLI, resuming a killed run, the cleanup sensors leaving task partitions alone, the checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from corpus_assets.sensors.cleanup import cleanup_request
+from corpus_assets.tasks.snapshot import load_snapshot
+
+REPO = Path(__file__).resolve().parents[2]
+TASK_TESTS = REPO / "tests" / "tasks"
+EXAMPLES = REPO / "examples" / "tasks"
+DAGSTER = str(Path(sys.executable).with_name("dagster"))
+WAIT_S = 180.0
+
+
+def env_for(root: Path) -> dict[str, str]:
+    """The environment of a user on this data root; tests/tasks importable (test recipes)."""
+    return {
+        **os.environ,
+        "DAGSTER_HOME": str(root / "dagster"),
+        "CORPUS_ROOT": str(root),
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": os.pathsep.join([str(REPO), str(TASK_TESTS)]),
+    }
+
+
+def corpus(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "corpus_assets.cli", *args, "--root", str(root)],
+        env=env_for(root),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def standalone_dataset_id(config: Path, output: Path, root: Path) -> str:
+    """The dataset_id `corpus tasks` publishes for `config` outside Dagster."""
+    argv = [sys.executable, "-m", "corpus_assets.cli", "tasks", "--config", str(config)]
+    done = subprocess.run(
+        [*argv, "--output", str(output)],
+        env=env_for(root),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    dataset_id: str = json.loads(done.stdout.splitlines()[-1])["dataset_id"]
+    return dataset_id
+
+
+def calibrated_example(folder: Path) -> Path:
+    """The calibrated arithmetic example and its reports, copied into `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(EXAMPLES / "reports", folder / "reports")
+    return Path(shutil.copy(EXAMPLES / "arithmetic-calibrated.yaml", folder))
+
+
+def scripted_job(folder: Path, name: str, count: int, **calibration: Any) -> Path:
+    """A task config of the scripted test recipe, calibrated by the scripted calibrator."""
+    samples = [
+        {"id": f"t{i:02d}", "input": {"text": f"q{i}"}, "answer": f"a{i}", "metadata": {}}
+        for i in range(count)
+    ]
+    config = {
+        "recipe": "executor_recipes:make",
+        "name": name,
+        "target_count": count // 2,
+        "purpose": "model",
+        "params": {"batches": [samples]},
+        "calibration": {
+            "implementation": "calibrators:answer_all",
+            "repeats": 2,
+            "params": calibration,
+        },
+        "execution": {"batch_size": 2},
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def log_calls(log: Path) -> list[list[str]]:
+    rows = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return [r["task_ids"] for r in rows if "call" in r]
+
+
+def test_corpus_build_of_a_task_config_materializes_checks_and_then_resumes(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "data"
+    config = calibrated_example(tmp_path / "configs")
+    done = corpus(root, "build", str(config))
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["kind"] == "task" and summary["success"] is True
+    assert summary["stages"] == {"tasks": "materialized"}
+    assert set(summary["checks"].values()) == {"passed"}
+    assert len(summary["checks"]) == 4
+    key = summary["partition_key"]
+    assert key.startswith("arithmetic-calibrated-")
+    folder = root / "tasks" / "arithmetic-calibrated" / key[-12:]
+    assert summary["job_folder"] == str(folder)
+    snapshot = load_snapshot(folder / "dataset")
+    assert summary["dataset_id"] == snapshot.dataset_id
+    assert standalone_dataset_id(config, tmp_path / "standalone", root) == snapshot.dataset_id
+    with dg.DagsterInstance.from_config(str(root / "dagster")) as instance:
+        assert key in instance.get_dynamic_partitions("task_configs")
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey("task_dataset"), asset_partitions=[key]),
+            limit=5,
+        ).records
+        metadata = records[0].asset_materialization.metadata  # type: ignore[union-attr]
+        assert metadata["dataset_id"].value == snapshot.dataset_id
+        assert metadata["selected"].value == 64
+        assert metadata["calibrated_selection"].value is True
+        assert metadata["calibrated"].value == 127  # every retained candidate
+        assert metadata["generated"].value == 128
+        assert metadata["calibration"].value["repeats"] == 2  # type: ignore[index]
+    again = corpus(root, "build", str(config))
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["dataset_id"] == snapshot.dataset_id
+    logs = "".join(p.read_text() for p in (root / "logs").glob("*.log"))
+    assert f"resuming the task job in {folder}" in logs
+
+
+def test_register_validates_a_task_config_whole_before_writing(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        json.dumps({"recipe": "no_such_module:make", "target_count": 1, "purpose": "model"})
+    )
+    done = corpus(root, "register", str(bad))
+    assert done.returncode == 64
+    assert "module 'no_such_module' not found" in done.stderr
+    assert not (root / "task-configs").exists()
+    good = corpus(root, "register", str(calibrated_example(tmp_path / "configs")))
+    assert good.returncode == 0, good.stderr
+    summary = json.loads(good.stdout)
+    assert summary["kind"] == "task"
+    assert (root / summary["config"]).is_file()
+    with dg.DagsterInstance.from_config(str(root / "dagster")) as instance:
+        assert instance.get_dynamic_partitions("task_configs") == [summary["partition_key"]]
+        assert instance.get_dynamic_partitions("corpus_configs") == []
+
+
+@pytest.mark.timeout(400)
+def test_dagster_job_execute_and_asset_materialize_a_task_partition(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    registered = corpus(root, "register", str(calibrated_example(tmp_path / "configs")))
+    key = json.loads(registered.stdout)["partition_key"]
+    for argv in (
+        ["job", "execute", "-j", "task_build", "--tags", json.dumps({"dagster/partition": key})],
+        ["asset", "materialize", "--select", "task_dataset", "--partition", key],
+    ):
+        done = subprocess.run(
+            [DAGSTER, *argv[:2], "-m", "corpus_assets.definitions", *argv[2:]],
+            env=env_for(root),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    with dg.DagsterInstance.from_config(str(root / "dagster")) as instance:
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey("task_dataset"), asset_partitions=[key]),
+            limit=5,
+        ).records
+        assert len(records) == 2
+        ids = {r.asset_materialization.metadata["dataset_id"].value for r in records}  # type: ignore[union-attr]
+        assert len(ids) == 1
+
+
+def _wait_for(predicate: Any, what: str, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"corpus build ended (exit {proc.returncode}) before {what}")
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.timeout(600)
+def test_a_task_run_killed_mid_calibration_resumes_on_the_next_materialization(
+    tmp_path: Path,
+) -> None:
+    root, log, gate = tmp_path / "data", tmp_path / "calls.log", tmp_path / "gate"
+    config = scripted_job(
+        tmp_path / "configs", "killed", 12, log=str(log), pause_after=3, gate=str(gate)
+    )
+    argv = [sys.executable, "-m", "corpus_assets.cli", "build", str(config), "--root", str(root)]
+    proc = subprocess.Popen(
+        argv,
+        env=env_for(root),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        _wait_for(
+            lambda: '"pause": 3' in (log.read_text() if log.exists() else ""), "a pause", proc
+        )
+        os.killpg(proc.pid, signal.SIGKILL)  # `corpus build` and its `corpus tasks` child
+    finally:
+        proc.communicate(timeout=WAIT_S)
+    assert proc.returncode == -signal.SIGKILL
+    before = log_calls(log)
+    assert before == [["t00", "t01"], ["t02", "t03"], ["t04", "t05"]]
+    folder = next((root / "tasks" / "killed").iterdir())
+    db = sqlite3.connect(folder / "work" / "checkpoints.sqlite3")
+    assert db.execute("SELECT COUNT(*) FROM calls").fetchone()[0] == 3
+    db.close()
+    assert not (folder / "dataset").exists()
+    gate.touch()
+    again = corpus(root, "build", str(config))
+    assert again.returncode == 0, again.stderr
+    after = log_calls(log)[len(before) :]
+    assert after == [["t06", "t07"], ["t08", "t09"], ["t10", "t11"]]  # no call repeated
+    expected = standalone_dataset_id(config, tmp_path / "uninterrupted", root)
+    assert json.loads(again.stdout)["dataset_id"] == expected
+
+
+def test_a_failed_task_run_keeps_its_folder_and_the_cleanup_sensor_leaves_it(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "data"
+    config = scripted_job(tmp_path / "configs", "broken", 4, broken="missing")
+    done = corpus(root, "build", str(config))
+    assert done.returncode == 65, done.stderr  # the calibrator's answer is bad data
+    summary = json.loads(done.stdout)
+    assert "did not answer" in summary["error"]
+    folder = next((root / "tasks" / "broken").iterdir())
+    job = json.loads((folder / "job.json").read_text())
+    assert job["state"] == "failed" and job["exit_code"] == 65
+    with dg.DagsterInstance.from_config(str(root / "dagster")) as instance:
+        run = next(iter(instance.get_runs()))
+        assert run.status == dg.DagsterRunStatus.FAILURE
+        reason = cleanup_request(instance, run, "failed")
+        assert isinstance(reason, dg.SkipReason)
+        assert "task dataset" in str(reason.skip_message)
+    assert (folder / "work" / "checkpoints.sqlite3").is_file()  # nothing was cleaned
+
+
+def test_a_tampered_snapshot_fails_the_blocking_check(tmp_path: Path) -> None:
+    from corpus_assets.tasks import audit
+
+    root = tmp_path / "data"
+    done = corpus(root, "build", str(calibrated_example(tmp_path / "configs")))
+    folder = Path(json.loads(done.stdout)["job_folder"])
+    for name, run in audit.AUDITS.items():
+        assert run(folder).passed, name
+    public = folder / "dataset" / "public.jsonl"
+    rows = public.read_text().splitlines()
+    leaked = json.loads(rows[0])
+    leaked["metadata"]["reference"] = "leak"
+    public.write_text("\n".join([json.dumps(leaked), *rows[1:]]) + "\n")
+    assert not audit.snapshot_valid(folder).passed
+    assert "public.jsonl" in audit.snapshot_valid(folder).problems[0]
+    assert audit.public_has_no_reference(folder).problems == (
+        "dataset/public.jsonl row 1 has a reference field",
+    )
+    public.chmod(0o644)
+    assert audit.owner_only(folder).problems == ("dataset/public.jsonl: mode 644, want 600",)
