@@ -23,14 +23,31 @@ from corpus_assets.resources.stage_runner import StageRunner
 def test_definitions_load() -> None:
     dg.Definitions.validate_loadable(defs)
     graph = defs.resolve_asset_graph()
-    assert {k.to_user_string() for k in graph.get_all_asset_keys()} == {"raw", "shards", "tokens"}
-    for name in ("raw", "shards", "tokens"):
+    assert {k.to_user_string() for k in graph.get_all_asset_keys()} == {
+        "raw",
+        "shards",
+        "tokens",
+        "task_dataset",
+    }
+    for name, group, partitions in (
+        ("raw", "corpus", "corpus_configs"),
+        ("shards", "corpus", "corpus_configs"),
+        ("tokens", "corpus", "corpus_configs"),
+        ("task_dataset", "tasks", "task_configs"),
+    ):
         node = graph.get(dg.AssetKey(name))
-        assert node.group_name == "corpus"
+        assert node.group_name == group
         assert isinstance(node.partitions_def, dg.DynamicPartitionsDefinition)
-        assert node.partitions_def.name == "corpus_configs"
+        assert node.partitions_def.name == partitions
     assert graph.get(dg.AssetKey("shards")).parent_keys == {dg.AssetKey("raw")}
     assert graph.get(dg.AssetKey("tokens")).parent_keys == {dg.AssetKey("shards")}
+    assert graph.get(dg.AssetKey("task_dataset")).parent_keys == set()
+    task_job = defs.resolve_job_def("task_build")
+    assert {k.to_user_string() for k in task_job.asset_layer.asset_graph.get_all_asset_keys()} >= {
+        "task_dataset"
+    }
+    blocking = {s.name for s in task_job.asset_layer.asset_graph.asset_check_keys if s.name}
+    assert blocking >= {"task_snapshot_valid", "task_report_adds_up"}
 
 
 def test_checks_are_named_and_manifest_checks_block() -> None:
