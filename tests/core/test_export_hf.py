@@ -58,6 +58,14 @@ def test_a_shard_without_a_column_is_refused_naming_it(tmp_path: Path) -> None:
     assert list((tmp_path / "out").iterdir()) == []  # the staging folder is gone
 
 
+def test_a_column_that_is_not_text_is_refused_naming_the_shard(tmp_path: Path) -> None:
+    rows = {**ROWS, "text": [["one"], ["two"]]}
+    manifest = build(tmp_path / "b", pa.table(rows))
+    with pytest.raises(DataError, match=r"shard-00000.parquet: columns \(.*text: list"):
+        export_corpus(manifest, tmp_path / "out" / "hf")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
 def test_columns_are_mapped_by_name_and_type(tmp_path: Path) -> None:
     import datasets
 

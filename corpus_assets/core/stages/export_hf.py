@@ -147,7 +147,11 @@ def _batches(shards: list[Path]) -> Iterator[pa.RecordBatch]:
             have = ", ".join(parquet.schema_arrow.names)
             raise DataError(f"{path}: no column {', '.join(missing)} (has {have}); cannot export")
         for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=COLUMNS):
-            yield batch.select(COLUMNS).cast(SHARD_SCHEMA)
+            try:
+                yield batch.select(COLUMNS).cast(SHARD_SCHEMA)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                types = ", ".join(f"{f.name}: {f.type}" for f in batch.schema)
+                raise DataError(f"{path}: columns ({types}) are not strings: {exc}") from None
 
 
 def _source(manifest: dict[str, Any], manifest_path: Path, rows: int) -> dict[str, Any]:
