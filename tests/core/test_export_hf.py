@@ -88,3 +88,10 @@ def test_only_a_shards_manifest_is_one(tmp_path: Path) -> None:
     manifest.write_text(json.dumps({**doc, "kind": "tokens"}), encoding="utf-8")
     assert shards_manifest_of(manifest.parent) is None
     assert shards_manifest_of(tmp_path) is None
+
+
+def test_a_corrupt_manifest_is_bad_data_naming_it(tmp_path: Path) -> None:
+    manifest = build(tmp_path / "b", pa.table(ROWS))
+    manifest.write_text("{not json", encoding="utf-8")
+    with pytest.raises(DataError, match=r"_MANIFEST.json: corrupt manifest: not valid JSON"):
+        shards_manifest_of(manifest.parent)
