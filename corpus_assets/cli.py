@@ -175,6 +175,41 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_export_hf(args: argparse.Namespace) -> int:
+    from corpus_assets.core.stages.export_hf import refuse_existing, shards_manifest_of
+
+    dest = refuse_existing(Path(args.dest))
+    path = Path(args.path)
+    if not path.exists():
+        raise _usage(f"{path}: no such file or folder")
+    manifest = shards_manifest_of(path)
+    if manifest is not None:
+        from corpus_assets.core.stages.export_hf import export_corpus
+
+        done = export_corpus(manifest, dest, _emit)
+        result = {"kind": "corpus_build", "rows": done.rows, "build_id": done.build_id}
+    else:
+        result = _export_snapshot(path, dest)
+    result.update(source=str(path), dest=str(dest))
+    print(json.dumps(result, sort_keys=True, ensure_ascii=False), flush=True)
+    return EXIT_OK
+
+
+def _export_snapshot(path: Path, dest: Path) -> dict[str, Any]:
+    """`corpus export-hf` of a task snapshot: its training rows, by the task export."""
+    from corpus_assets.tasks.export import EXPORT_SOURCE, export_hf_dataset, snapshot_folder_of
+
+    folder = snapshot_folder_of(path)
+    if folder is None:
+        raise _usage(
+            f"{path}: neither a corpus build's shards manifest (_MANIFEST.json of kind 'shards', "
+            "or its folder) nor a task snapshot (a folder holding manifest.json)"
+        )
+    export_hf_dataset(folder, dest)
+    source = json.loads((dest / EXPORT_SOURCE).read_text(encoding="utf-8"))
+    return {"kind": "task_snapshot", "rows": source["rows"], "dataset_id": source["dataset_id"]}
+
+
 def _usage(message: str) -> CorpusError:
     from corpus_assets.core.errors import ConfigError
 
@@ -215,6 +250,12 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("path", help="a _MANIFEST.json / _SOURCE.json or its folder")
     v.set_defaults(func=cmd_verify)
     _add_tasks_command(sub)
+    e = sub.add_parser(
+        "export-hf", help="export a corpus build or a task snapshot as a Hugging Face dataset"
+    )
+    e.add_argument("path", help="a shards _MANIFEST.json or its folder, or a task snapshot folder")
+    e.add_argument("dest", help="the new dataset folder (must not exist)")
+    e.set_defaults(func=cmd_export_hf)
     _add_dagster_commands(sub)
     return p
 

@@ -14,9 +14,25 @@ from pathlib import Path
 from corpus_assets.core.errors import ConfigError, DataError
 from corpus_assets.core.store.atomic import disk_error, fsync_dir
 from corpus_assets.tasks.files import PRIVATE_DIR, PRIVATE_FILE, private_dir, write_private_json
-from corpus_assets.tasks.snapshot import TRAIN, Snapshot, load_snapshot, publish_folder
+from corpus_assets.tasks.snapshot import (
+    MANIFEST,
+    TRAIN,
+    Snapshot,
+    load_snapshot,
+    publish_folder,
+)
 
 EXPORT_SOURCE = "corpus_source.json"
+
+
+def snapshot_folder_of(path: Path) -> Path | None:
+    """The task snapshot folder `path` names (it, its `manifest.json`, a job's `dataset/`)."""
+    if path.is_file() and path.name == MANIFEST:
+        path = path.parent
+    for folder in (path, path / "dataset"):
+        if (folder / MANIFEST).is_file():
+            return folder
+    return None
 
 
 def export_hf_dataset(snapshot: Snapshot | str | Path, dest: str | Path) -> Path:
