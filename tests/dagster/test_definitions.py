@@ -28,6 +28,8 @@ def test_definitions_load() -> None:
         "shards",
         "tokens",
         "task_dataset",
+        "corpus_hf",
+        "task_hf",
     }
     for name, group, partitions in (
         ("raw", "corpus", "corpus_configs"),
@@ -42,6 +44,8 @@ def test_definitions_load() -> None:
     assert graph.get(dg.AssetKey("shards")).parent_keys == {dg.AssetKey("raw")}
     assert graph.get(dg.AssetKey("tokens")).parent_keys == {dg.AssetKey("shards")}
     assert graph.get(dg.AssetKey("task_dataset")).parent_keys == set()
+    assert graph.get(dg.AssetKey("corpus_hf")).parent_keys == {dg.AssetKey("shards")}
+    assert graph.get(dg.AssetKey("task_hf")).parent_keys == {dg.AssetKey("task_dataset")}
     task_job = defs.resolve_job_def("task_build")
     assert {k.to_user_string() for k in task_job.asset_layer.asset_graph.get_all_asset_keys()} >= {
         "task_dataset"

@@ -283,3 +283,55 @@ def test_a_tampered_snapshot_fails_the_blocking_check(tmp_path: Path) -> None:
     )
     public.chmod(0o644)
     assert audit.owner_only(folder).problems == ("dataset/public.jsonl: mode 644, want 600",)
+
+
+def _materialize(root: Path, cwd: Path, select: str, key: str) -> None:
+    done = subprocess.run(
+        [
+            DAGSTER,
+            "asset",
+            "materialize",
+            "-m",
+            "corpus_assets.definitions",
+            "--select",
+            select,
+            "--partition",
+            key,
+        ],
+        env=env_for(root),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+@pytest.mark.timeout(600)
+def test_the_export_assets_write_loadable_datasets_once_per_source(
+    tmp_path: Path, example: Path
+) -> None:
+    import datasets
+
+    root = tmp_path / "data"
+    corpus_build = corpus(root, "build", str(example))
+    assert corpus_build.returncode == 0, corpus_build.stderr
+    corpus_key = json.loads(corpus_build.stdout)["partition_key"]
+    task_build = corpus(root, "build", str(calibrated_example(tmp_path / "tasks")))
+    task_key = json.loads(task_build.stdout)["partition_key"]
+    _materialize(root, tmp_path, "corpus_hf", corpus_key)
+    _materialize(root, tmp_path, "task_hf", task_key)
+    corpus_hf = datasets.load_from_disk(str(root / "exports" / "corpus" / corpus_key))
+    assert corpus_hf.column_names == ["id", "text", "source", "license"]
+    assert len(corpus_hf) == json.loads(corpus_build.stdout)["documents"]["out"]
+    task_hf = datasets.load_from_disk(str(root / "exports" / "tasks" / task_key))
+    assert len(task_hf) == 64
+    _materialize(root, tmp_path, "task_hf", task_key)  # the same snapshot: kept, no work
+    with dg.DagsterInstance.from_config(str(root / "dagster")) as instance:
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey("task_hf"), asset_partitions=[task_key]),
+            limit=5,
+        ).records
+        reused = [r.asset_materialization.metadata["reused"].value for r in records]  # type: ignore[union-attr]
+        assert sorted(reused) == [False, True]

@@ -1,0 +1,124 @@
+"""`corpus_hf` and `task_hf`: Hugging Face `datasets` exports of a corpus build and of a task
+snapshot, into `<root>/exports/corpus/<partition>/` and `<root>/exports/tasks/<partition>/`.
+
+Thin wrappers over the exports `corpus export-hf` runs. Each export names its source in
+`corpus_source.json`; an export that already names the current source is kept (no work), one
+of an older build is replaced. The source is verified before anything is written.
+"""
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from corpus_assets.assets.partitions import corpus_configs, task_configs
+from corpus_assets.assets.shards import shards
+from corpus_assets.assets.task_dataset import task_dataset
+from corpus_assets.core.errors import CorpusError
+from corpus_assets.core.store.atomic import MANIFEST
+from corpus_assets.core.store.digests import file_sha256
+from corpus_assets.resources.configs import ConfigStore
+from corpus_assets.resources.paths import CorpusPaths
+from corpus_assets.resources.task_configs import TaskConfigStore
+
+EXPORTS = "exports"
+SOURCE = "corpus_source.json"
+
+
+def _source_of(dest: Path) -> dict[str, Any] | None:
+    try:
+        found: dict[str, Any] = json.loads((dest / SOURCE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return found
+
+
+def _fresh(dest: Path, key: str, want: str) -> bool:
+    """Whether `dest` holds an export whose source's `key` is `want`; a stale one is removed."""
+    source = _source_of(dest)
+    if source is not None and source.get(key) == want:
+        return True
+    if dest.exists():
+        shutil.rmtree(dest)
+    return False
+
+
+def _failure(exc: CorpusError) -> dg.Failure:
+    return dg.Failure(str(exc), metadata={"exit_code": exc.exit_code}, allow_retries=False)
+
+
+@dg.asset(
+    partitions_def=corpus_configs,
+    group_name="exports",
+    deps=[shards],
+    kinds={"python", "huggingface"},
+)
+def corpus_hf(
+    context: dg.AssetExecutionContext, paths: CorpusPaths, configs: ConfigStore
+) -> dg.MaterializeResult[Any]:
+    """The build's shards as a `datasets` dataset (id, text, source, license) with a card."""
+    from corpus_assets.core.stages.export_hf import export_corpus
+
+    cfg, layout = configs.load(context.partition_key), paths.layout()
+    manifest = layout.shards(cfg) / MANIFEST
+    if not manifest.is_file():
+        raise dg.Failure(
+            f"materialize shards first: no shards manifest at {manifest}", allow_retries=False
+        )
+    dest = layout.root / EXPORTS / "corpus" / context.partition_key
+    digest = file_sha256(manifest)
+    reused = _fresh(dest, "manifest_sha256", digest)
+    if not reused:
+        try:
+            export_corpus(manifest, dest, context.log.info)
+        except CorpusError as exc:
+            raise _failure(exc) from exc
+    source = _source_of(dest) or {}
+    return dg.MaterializeResult(
+        metadata={
+            "path": dg.MetadataValue.path(str(dest)),
+            "dagster/row_count": int(source.get("rows", 0)),
+            "build_id": str(source.get("build_id")),
+            "reused": reused,
+        },
+        data_version=dg.DataVersion(digest),
+    )
+
+
+@dg.asset(
+    partitions_def=task_configs,
+    group_name="exports",
+    deps=[task_dataset],
+    kinds={"python", "huggingface"},
+)
+def task_hf(
+    context: dg.AssetExecutionContext, paths: CorpusPaths, task_configs: TaskConfigStore
+) -> dg.MaterializeResult[Any]:
+    """The snapshot's training rows as a `datasets` dataset."""
+    from corpus_assets.tasks.export import export_hf_dataset
+    from corpus_assets.tasks.snapshot import load_snapshot
+
+    folder = task_configs.folder_for(context.partition_key) / "dataset"
+    if not (folder / "manifest.json").is_file():
+        raise dg.Failure(
+            f"materialize task_dataset first: no snapshot at {folder}", allow_retries=False
+        )
+    try:
+        snapshot = load_snapshot(folder)
+        dest = paths.root_path() / EXPORTS / "tasks" / context.partition_key
+        reused = _fresh(dest, "dataset_id", snapshot.dataset_id)
+        if not reused:
+            export_hf_dataset(snapshot, dest)
+    except CorpusError as exc:
+        raise _failure(exc) from exc
+    return dg.MaterializeResult(
+        metadata={
+            "path": dg.MetadataValue.path(str(dest)),
+            "dagster/row_count": int(snapshot.manifest["rows"]),
+            "dataset_id": snapshot.dataset_id,
+            "reused": reused,
+        },
+        data_version=dg.DataVersion(snapshot.dataset_id),
+    )
