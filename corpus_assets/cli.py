@@ -90,19 +90,21 @@ def _checked_config(file: str) -> None:
     preflight(load_config(file))
 
 
-def _task_config(file: str) -> bool:
+def _task_config(args: argparse.Namespace) -> bool:
     """Whether FILE is a task-job config (its `recipe` key); then it is validated whole."""
+    from corpus_assets.core.store.layout import default_root
     from corpus_assets.tasks import registry
     from corpus_assets.tasks.config import load_job_config
 
-    if not registry.is_task_config(Path(file)):
+    if not registry.is_task_config(Path(args.file)):
         return False
-    registry.check_buildable(load_job_config(file))
+    root = (Path(args.root) if args.root else default_root()).resolve()
+    registry.check_buildable(load_job_config(args.file), root)
     return True
 
 
 def cmd_register(args: argparse.Namespace) -> int:
-    if _task_config(args.file):
+    if _task_config(args):
         from corpus_assets import dagster_build
 
         root = _root(args)
@@ -121,7 +123,7 @@ def cmd_register(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    task = _task_config(args.file)
+    task = _task_config(args)
     if not task:
         _checked_config(args.file)
     from corpus_assets import dagster_build
@@ -168,7 +170,10 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
     with pipes_if_launched() as pipes:
         emit = _emit if pipes is None else pipes.tee(_emit)
-        result = run_command(args.config, args.output, args.resume, args.export_hf, emit)
+        from corpus_assets.core.store.layout import default_root
+
+        root = (Path(args.root) if args.root else default_root()).resolve()
+        result = run_command(args.config, args.output, args.resume, args.export_hf, emit, root)
         if pipes is not None:
             pipes.report(task_metadata(Path(result["dataset_path"])), result["dataset_id"])
     print(json.dumps(result, sort_keys=True, ensure_ascii=False), flush=True)
@@ -272,6 +277,12 @@ def _add_tasks_command(sub: Any) -> None:
         default=None,
         metavar="DIR",
         help="also export the training rows to a new Hugging Face datasets folder",
+    )
+    t.add_argument(
+        "--root",
+        default=None,
+        help="data root holding the corpus builds the config's inputs name "
+        "(default: $CORPUS_ROOT, else ./corpus-data)",
     )
     t.set_defaults(func=cmd_tasks)
 

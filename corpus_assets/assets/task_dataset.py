@@ -10,6 +10,7 @@ import dagster as dg
 
 from corpus_assets.assets.partitions import task_configs
 from corpus_assets.assets.policies import TASK_RETRY
+from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.resources.stage_runner import StageRunner
 from corpus_assets.resources.task_configs import TaskConfigStore
 
@@ -23,9 +24,12 @@ from corpus_assets.resources.task_configs import TaskConfigStore
 )
 def task_dataset(
     context: dg.AssetExecutionContext,
+    paths: CorpusPaths,
     task_configs: TaskConfigStore,
     stage_runner: StageRunner,
 ) -> dg.MaterializeResult[Any]:
     """The job's owner-only snapshot: public, reference and training rows, probes, report."""
     key = context.partition_key
-    return stage_runner.run_tasks(context, task_configs.file_for(key), task_configs.folder_for(key))
+    return stage_runner.run_tasks(
+        context, task_configs.file_for(key), task_configs.folder_for(key), paths.root_path()
+    )

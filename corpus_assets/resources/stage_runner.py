@@ -62,10 +62,10 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
         return self._one_materialization(results, f"run --stage {stage}")
 
     def run_tasks(
-        self, context: dg.AssetExecutionContext, config_file: Path, folder: Path
+        self, context: dg.AssetExecutionContext, config_file: Path, folder: Path, root: Path
     ) -> dg.MaterializeResult[Any]:
         """`corpus tasks`, resuming the job folder when a job was started there before."""
-        argv = ["tasks", "--config", str(config_file), "--output", str(folder)]
+        argv = ["tasks", "--config", str(config_file), "--output", str(folder), "--root", str(root)]
         if (folder / "job.json").is_file():
             argv.append("--resume")
             context.log.info(f"resuming the task job in {folder}")

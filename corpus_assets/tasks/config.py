@@ -70,6 +70,15 @@ class CalibrationSpec(_Section):
     _check_implementation = field_validator("implementation")(_ref)
 
 
+CORPUS_KEY_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}-[a-z0-9][a-z0-9._-]{0,63}-[0-9a-f]{12}$"
+
+
+class CorpusInputSpec(_Section):
+    """An `inputs` entry `{corpus: <partition key>}`: a corpus build's shards, verified."""
+
+    corpus: StrictStr = Field(pattern=CORPUS_KEY_PATTERN)
+
+
 class ExecutionSpec(_Section):
     """`[execution]`: how the job runs; not part of the identity (the snapshot is the same)."""
 
@@ -97,7 +106,7 @@ class JobConfig(_Section):
     params: dict[str, Any] = Field(default_factory=dict)
     max_batches: StrictInt = Field(default=DEFAULT_MAX_BATCHES, ge=1)
     max_candidates: StrictInt = Field(default=DEFAULT_MAX_CANDIDATES, ge=1)
-    inputs: list[StrictStr] = Field(default_factory=list)
+    inputs: list[StrictStr | CorpusInputSpec] = Field(default_factory=list)
     exclusions: list[StrictStr] = Field(default_factory=list)
     calibration: CalibrationSpec | None = None
     execution: ExecutionSpec = ExecutionSpec()
@@ -111,13 +120,24 @@ class JobConfig(_Section):
 
     @field_validator("inputs", "exclusions")
     @classmethod
-    def _distinct_nonempty(cls, value: list[str]) -> list[str]:
-        if any(not v for v in value):
+    def _distinct_nonempty(cls, value: list[Any]) -> list[Any]:
+        names = [v if isinstance(v, str) else f"corpus {v.corpus}" for v in value]
+        if any(not v for v in names):
             raise ValueError("a file path must not be empty")
-        repeated = sorted({v for v in value if value.count(v) > 1})
+        repeated = sorted({v for v in names if names.count(v) > 1})
         if repeated:
-            raise ValueError(f"file paths must be distinct; repeated: {', '.join(repeated)}")
+            raise ValueError(f"inputs must be distinct; repeated: {', '.join(repeated)}")
         return value
+
+    @property
+    def file_inputs(self) -> list[str]:
+        """The `inputs` that are files (as written)."""
+        return [i for i in self.inputs if isinstance(i, str)]
+
+    @property
+    def corpus_inputs(self) -> list[str]:
+        """The corpus partition keys `inputs` names."""
+        return [i.corpus for i in self.inputs if isinstance(i, CorpusInputSpec)]
 
 
 def default_name(recipe: str) -> str:
@@ -166,6 +186,7 @@ _SECTIONS: dict[str, type[BaseModel]] = {
     "": JobConfig,
     "execution": ExecutionSpec,
     "calibration": CalibrationSpec,
+    "inputs": CorpusInputSpec,
 }
 
 
@@ -219,7 +240,7 @@ def validate_job(raw: dict[str, Any], base_dir: Path, path: Path | None = None) 
         canonical=canon(identity_form(raw)),
         path=path,
         base_dir=base_dir,
-        inputs=_resolve(model.inputs, base_dir, "inputs"),
+        inputs=_resolve(model.file_inputs, base_dir, "inputs"),
         exclusions=_resolve(model.exclusions, base_dir, "exclusions"),
     )
 

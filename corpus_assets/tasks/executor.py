@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus_assets.core.errors import CorpusError, DataError, TransientError
+from corpus_assets.tasks import corpus_inputs
 from corpus_assets.tasks.calibrate import CalibrateStep, build_calibrator
 from corpus_assets.tasks.checkpoints import BatchState, Checkpoints, canonical
 from corpus_assets.tasks.config import LoadedJobConfig, identity_form
@@ -102,6 +103,7 @@ class DataJob:
         resume: bool = False,
         cancel: threading.Event | None = None,
         progress: Progress | None = None,
+        root: Path | None = None,
     ) -> None:
         self.config = config
         self.model = config.model
@@ -124,7 +126,12 @@ class DataJob:
                 self.execution.max_workers,
             )
         calibrator = None if self.calibrate is None else self.calibrate.calibrator
+        self.corpus_inputs = corpus_inputs.resolve(self.model.corpus_inputs, root)
+        self.inputs = (*config.inputs, *(p for c in self.corpus_inputs for p in c.shards))
         self.identity = job_identity(config, self.spec, self.recipe, calibrator)
+        self.identity["corpus_inputs"] = {
+            c.partition_key: c.manifest_sha256 for c in self.corpus_inputs
+        }
 
     # -- the whole job ---------------------------------------------------------------------
 
@@ -232,7 +239,7 @@ class DataJob:
             batch_index=batch,
             target_count=self.model.target_count,
             purpose=self.model.purpose,
-            inputs=self.config.inputs,
+            inputs=self.inputs,
         )
 
     async def _search(self, pool: Pool) -> None:
@@ -557,6 +564,7 @@ class DataJob:
             },
             "sources": {
                 "inputs": self.identity["inputs"],
+                "corpus_inputs": [c.provenance() for c in self.corpus_inputs],
                 "exclusions": self.identity["exclusions"],
             },
             "calibration": self._calibration_provenance(),

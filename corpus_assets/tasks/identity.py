@@ -80,7 +80,7 @@ def job_identity(
     executor code."""
     return {
         "config_sha256": config.sha256,
-        "inputs": _file_digests(config.model.inputs, config.inputs),
+        "inputs": _file_digests(config.model.file_inputs, config.inputs),
         "exclusions": _file_digests(config.model.exclusions, config.exclusions),
         "recipe_files": recipe_files(spec, recipe),
         "calibration_files": calibration_files(config, calibrator),
@@ -121,6 +121,7 @@ def identity_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         ("exclusions", "exclusion"),
         ("recipe_files", "recipe source"),
         ("calibration_files", "calibration"),
+        ("corpus_inputs", "corpus input"),
     ):
         before, after = old.get(key) or {}, new.get(key) or {}
         for name in sorted(set(before) | set(after)):

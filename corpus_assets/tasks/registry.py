@@ -47,11 +47,14 @@ def is_task_config(path: Path) -> bool:
     return isinstance(raw, dict) and "recipe" in raw
 
 
-def check_buildable(config: LoadedJobConfig) -> None:
-    """Build the recipe and the calibrator once, as the job will: a bad factory fails here."""
+def check_buildable(config: LoadedJobConfig, root: Path | None = None) -> None:
+    """Build the recipe and the calibrator once, as the job will: a bad factory fails here;
+    corpus-build inputs must be registered configs under `root` (built later is fine)."""
+    from corpus_assets.tasks import corpus_inputs
     from corpus_assets.tasks.calibrate import build_calibrator
     from corpus_assets.tasks.workers import RecipeSpec
 
+    corpus_inputs.check_registered(config.model.corpus_inputs, root)
     RecipeSpec(config.model.recipe, dict(config.model.params)).build()
     if config.model.calibration is not None:
         build_calibrator(config.model.calibration, config.base_dir)
@@ -65,7 +68,7 @@ def job_folder(root: Path, config: LoadedJobConfig) -> Path:
 def register_job(config_file: Path, root: Path) -> RegisteredJob:
     """Validate `config_file` whole and store it; idempotent; invalid: nothing written."""
     config = load_job_config(config_file)
-    check_buildable(config)
+    check_buildable(config, root)
     target = root / TASK_CONFIGS / f"{config.hash12}.json"
     data = canon(config.raw)
     new = not target.exists()

@@ -37,11 +37,12 @@ def start_job(
     cancel: threading.Event,
     progress: Progress | None,
     done: Callable[[Snapshot | None, BaseException | None], None],
+    root: Path | None = None,
 ) -> threading.Thread:
     """Run the job on a new coordinator thread (its own event loop); `done` gets the outcome."""
 
     async def coordinate() -> Snapshot:
-        return await DataJob(config, output, resume, cancel, progress).run()
+        return await DataJob(config, output, resume, cancel, progress, root).run()
 
     def target() -> None:
         try:
@@ -61,8 +62,10 @@ async def run_data_job(
     output: str | Path,
     resume: bool = False,
     progress: Progress | None = None,
+    root: str | Path | None = None,
 ) -> Snapshot:
-    """Run (or resume) a data job in `output` and return its verified snapshot."""
+    """Run (or resume) a data job in `output` and return its verified snapshot; `root` is the
+    data root that corpus-build inputs are found under."""
     loaded = _loaded(config)
     loop = asyncio.get_running_loop()
     outcome: asyncio.Future[Snapshot] = loop.create_future()
@@ -71,7 +74,9 @@ async def run_data_job(
     def done(result: Snapshot | None, exc: BaseException | None) -> None:
         loop.call_soon_threadsafe(_settle, outcome, result, exc)
 
-    start_job(loaded, Path(output), resume, cancel, progress, done)
+    start_job(
+        loaded, Path(output), resume, cancel, progress, done, None if root is None else Path(root)
+    )
     try:
         return await asyncio.shield(outcome)
     except asyncio.CancelledError:
@@ -107,7 +112,12 @@ def _relay_signals(received: list[int], told: int, cancel: CancelEvent, progress
 
 
 def run_command(
-    config_path: str, output: str, resume: bool, export_hf: str | None, progress: Progress
+    config_path: str,
+    output: str,
+    resume: bool,
+    export_hf: str | None,
+    progress: Progress,
+    root: Path | None = None,
 ) -> dict[str, Any]:
     """`corpus tasks`: run the job, export it if asked, return the result line's fields."""
     config = load_job_config(config_path)
@@ -125,7 +135,13 @@ def run_command(
     previous = {s: signal.signal(s, on_signal) for s in SIGNAL_EXIT}
     try:
         thread = start_job(
-            config, Path(output), resume, cancel, progress, lambda r, e: outcome.append((r, e))
+            config,
+            Path(output),
+            resume,
+            cancel,
+            progress,
+            lambda r, e: outcome.append((r, e)),
+            root,
         )
         told = 0
         while thread.is_alive():

@@ -335,3 +335,38 @@ def test_the_export_assets_write_loadable_datasets_once_per_source(
         ).records
         reused = [r.asset_materialization.metadata["reused"].value for r in records]  # type: ignore[union-attr]
         assert sorted(reused) == [False, True]
+
+
+def test_the_cloze_example_reads_a_verified_corpus_build(tmp_path: Path, example: Path) -> None:
+    import pyarrow.parquet as pq
+
+    root, cloze = tmp_path / "data", EXAMPLES / "cloze.yaml"
+    unregistered = corpus(root, "build", str(cloze))
+    assert unregistered.returncode == 64
+    assert "'tiny-stories-v1-778947f76566' is not registered" in unregistered.stderr
+    assert corpus(root, "register", str(example)).returncode == 0
+    unbuilt = corpus(root, "build", str(cloze))
+    assert unbuilt.returncode == 65, unbuilt.stderr
+    assert "no shards build" in unbuilt.stdout and "materialize shards first" in unbuilt.stdout
+    assert corpus(root, "build", str(example)).returncode == 0
+    done = corpus(root, "build", str(cloze))
+    assert done.returncode == 0, done.stderr
+    snapshot = load_snapshot(Path(json.loads(done.stdout)["dataset_path"]))
+    assert snapshot.manifest["sources"]["corpus_inputs"] == [
+        {
+            "partition_key": "tiny-stories-v1-778947f76566",
+            "build_id": "corpus/tiny-stories/v1/778947f76566",
+            "manifest_sha256": snapshot.manifest["sources"]["corpus_inputs"][0]["manifest_sha256"],
+        }
+    ]
+    shards = sorted((root / "corpus" / "tiny-stories" / "v1" / "778947f76566").glob("*.parquet"))
+    texts = {r["id"]: r["text"] for s in shards for r in pq.read_table(s).to_pylist()}
+    publics = [json.loads(line) for line in (snapshot.path / "public.jsonl").open()]
+    answers = [
+        json.loads(line)["reference"]["answer"]
+        for line in (snapshot.path / "references.jsonl").open()
+    ]
+    assert len(publics) == 32
+    for public, answer in zip(publics, answers, strict=True):
+        sentence = public["input"]["text"].replace("____", answer, 1)
+        assert sentence in " ".join(texts[public["input"]["document"]].split())
