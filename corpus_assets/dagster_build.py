@@ -167,13 +167,17 @@ def build_task(
     start = time.monotonic()
     result: dg.ExecuteInProcessResult | None = None
     try:
-        with output.capture():
+        # no cleanup (the job folder is kept for a resume), but Ctrl-C/SIGTERM end in 130/143
+        with (
+            output.capture(),
+            compensating(instance, defs, output.say, output.run_config, enabled=False) as claim,
+        ):
             result = defs.resolve_job_def(TASK_JOB).execute_in_process(
                 instance=instance,
                 partition_key=config.partition_key,
                 raise_on_error=False,
                 run_config=output.run_config,
-                tags=process_tags(),
+                tags={**process_tags(), **claim.tags},
             )
     finally:
         if result is not None:

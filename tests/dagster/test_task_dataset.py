@@ -370,3 +370,45 @@ def test_the_cloze_example_reads_a_verified_corpus_build(tmp_path: Path, example
     for public, answer in zip(publics, answers, strict=True):
         sentence = public["input"]["text"].replace("____", answer, 1)
         assert sentence in " ".join(texts[public["input"]["document"]].split())
+
+
+@pytest.mark.timeout(600)
+def test_ctrl_c_of_a_task_build_cancels_the_job_and_the_next_build_resumes_it(
+    tmp_path: Path,
+) -> None:
+    root, log, gate = tmp_path / "data", tmp_path / "calls.log", tmp_path / "gate"
+    config = scripted_job(
+        tmp_path / "configs", "cancelled", 8, log=str(log), pause_after=2, gate=str(gate)
+    )
+    argv = [sys.executable, "-m", "corpus_assets.cli", "build", str(config), "--root", str(root)]
+    proc = subprocess.Popen(
+        argv,
+        env=env_for(root),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        _wait_for(
+            lambda: '"pause": 2' in (log.read_text() if log.exists() else ""), "a pause", proc
+        )
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: to `corpus build` and its child
+        out, err = proc.communicate(timeout=WAIT_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=WAIT_S)
+    assert proc.returncode == 130, (out, err[-2000:])
+    folder = next((root / "tasks" / "cancelled").iterdir())
+    job = json.loads((folder / "job.json").read_text())
+    assert job["state"] == "cancelled", (job, err[-2000:])
+    assert not (folder / "dataset").exists()
+    before = log_calls(log)
+    assert before == [["t00", "t01"], ["t02", "t03"]]
+    gate.touch()
+    again = corpus(root, "build", str(config))
+    assert again.returncode == 0, again.stderr
+    assert log_calls(log)[len(before) :] == [["t04", "t05"], ["t06", "t07"]]
+    expected = standalone_dataset_id(config, tmp_path / "uninterrupted", root)
+    assert json.loads(again.stdout)["dataset_id"] == expected
