@@ -201,14 +201,11 @@ def _wait_for(predicate: Any, what: str, proc: subprocess.Popen[str]) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-@pytest.mark.timeout(600)
-def test_a_task_run_killed_mid_calibration_resumes_on_the_next_materialization(
-    tmp_path: Path,
-) -> None:
-    root, log, gate = tmp_path / "data", tmp_path / "calls.log", tmp_path / "gate"
-    config = scripted_job(
-        tmp_path / "configs", "killed", 12, log=str(log), pause_after=3, gate=str(gate)
-    )
+def build_until_paused(
+    config: Path, root: Path, log: Path, call: int, signum: int
+) -> tuple[subprocess.Popen[str], str, str]:
+    """Start `corpus build` in its own process group, wait until the scripted calibrator pauses
+    before call `call`, send `signum` to the group; the ended process and its output."""
     argv = [sys.executable, "-m", "corpus_assets.cli", "build", str(config), "--root", str(root)]
     proc = subprocess.Popen(
         argv,
@@ -219,12 +216,26 @@ def test_a_task_run_killed_mid_calibration_resumes_on_the_next_materialization(
         start_new_session=True,
     )
     try:
-        _wait_for(
-            lambda: '"pause": 3' in (log.read_text() if log.exists() else ""), "a pause", proc
-        )
-        os.killpg(proc.pid, signal.SIGKILL)  # `corpus build` and its `corpus tasks` child
+        mark = f'"pause": {call}'
+        _wait_for(lambda: mark in (log.read_text() if log.exists() else ""), "a pause", proc)
+        os.killpg(proc.pid, signum)
+        out, err = proc.communicate(timeout=WAIT_S)
     finally:
-        proc.communicate(timeout=WAIT_S)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate(timeout=WAIT_S)
+    return proc, out, err
+
+
+@pytest.mark.timeout(600)
+def test_a_task_run_killed_mid_calibration_resumes_on_the_next_materialization(
+    tmp_path: Path,
+) -> None:
+    root, log, gate = tmp_path / "data", tmp_path / "calls.log", tmp_path / "gate"
+    config = scripted_job(
+        tmp_path / "configs", "killed", 12, log=str(log), pause_after=3, gate=str(gate)
+    )
+    proc, _, _ = build_until_paused(config, root, log, 3, signal.SIGKILL)  # build and child
     assert proc.returncode == -signal.SIGKILL
     before = log_calls(log)
     assert before == [["t00", "t01"], ["t02", "t03"], ["t04", "t05"]]
@@ -380,25 +391,7 @@ def test_ctrl_c_of_a_task_build_cancels_the_job_and_the_next_build_resumes_it(
     config = scripted_job(
         tmp_path / "configs", "cancelled", 8, log=str(log), pause_after=2, gate=str(gate)
     )
-    argv = [sys.executable, "-m", "corpus_assets.cli", "build", str(config), "--root", str(root)]
-    proc = subprocess.Popen(
-        argv,
-        env=env_for(root),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        _wait_for(
-            lambda: '"pause": 2' in (log.read_text() if log.exists() else ""), "a pause", proc
-        )
-        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: to `corpus build` and its child
-        out, err = proc.communicate(timeout=WAIT_S)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate(timeout=WAIT_S)
+    proc, out, err = build_until_paused(config, root, log, 2, signal.SIGINT)  # Ctrl-C
     assert proc.returncode == 130, (out, err[-2000:])
     folder = next((root / "tasks" / "cancelled").iterdir())
     job = json.loads((folder / "job.json").read_text())
