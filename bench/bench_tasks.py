@@ -28,7 +28,7 @@ Per size: the probe job (process/1; seed 12, the calibrated job's recipe params,
 calibration) writes `work/batch-0-public.jsonl`; `examples/tasks/standin_model.py --repeats 2`
 writes the two report files from it (timed separately, not part of the calibrated job); then
 the calibrated job (`recorded_responses` on those reports, the arithmetic recipe's ranking
-hooks; `target_count` = N // 10, `minimum_per_family` = N // 400, `minimum_one_pass` = N // 40,
+hooks; `target_count` = N // 10, `minimum_per_family` = 16, `minimum_one_pass` = N // 40,
 `max_batches: 1`, `candidate_count` = `maximum_per_recipe` = `max_candidates` = N) runs for
 thread/1, process/1 and process/2 with the same wall / tree / process measurements. Its phase
 split comes from the arrival times of its progress lines on stderr: "generate" until the last
@@ -276,6 +276,9 @@ IDENTITY = {
 }
 CALIBRATED_SEED = 12
 TARGET_FRACTION = 10  # target_count = N // 10
+# a constant: the counting streams saturate (83 distinct tasks in all), so a minimum that grew
+# with N would fail at 100k (N // 400 = 250 asked, 59 eligible)
+MINIMUM_PER_FAMILY = 16
 PROGRESS = re.compile(r"tasks: (\w+)")
 # (key, progress phase, which of its lines, column label): each span runs from the previous
 # span's end to that progress line's arrival on stderr; "exit_s" from the last to the exit
@@ -301,7 +304,7 @@ def calibrated_config(
         "params": {
             "candidate_count": candidates,
             "maximum_per_recipe": candidates,
-            "minimum_per_family": max(1, candidates // 400),
+            "minimum_per_family": MINIMUM_PER_FAMILY,
             "minimum_one_pass": max(1, candidates // 40),
         },
         "max_batches": 1,
