@@ -28,9 +28,9 @@ Per size: the probe job (process/1; seed 12, the calibrated job's recipe params,
 calibration) writes `work/batch-0-public.jsonl`; `examples/tasks/standin_model.py --repeats 2`
 writes the two report files from it (timed separately, not part of the calibrated job); then
 the calibrated job (`recorded_responses` on those reports, the arithmetic recipe's ranking
-hooks; `target_count` = N // 10, `minimum_per_family` = 16, `minimum_one_pass` = N // 40,
-`max_batches: 1`, `candidate_count` = `maximum_per_recipe` = `max_candidates` = N) runs for
-thread/1, process/1 and process/2 with the same wall / tree / process measurements. Its phase
+hooks; `target_count` = N // 10, `minimum_per_family` = min(16, N // 160), `minimum_one_pass`
+= N // 40, `max_batches: 1`, `candidate_count` = `maximum_per_recipe` = `max_candidates` = N)
+runs for thread/1, process/1 and process/2 with the same wall / tree / process numbers. Its phase
 split comes from the arrival times of its progress lines on stderr: "generate" until the last
 `generate` line (start-up included), "files+ask" until the `calibrate` line (batch files, the
 calibrator's answers), "grade+sel" until the `select` line (grading, ranking, ranked merge),
@@ -276,8 +276,9 @@ IDENTITY = {
 }
 CALIBRATED_SEED = 12
 TARGET_FRACTION = 10  # target_count = N // 10
-# a constant: the counting streams saturate (83 distinct tasks in all), so a minimum that grew
-# with N would fail at 100k (N // 400 = 250 asked, 59 eligible)
+# at most 16: the counting streams saturate (83 distinct tasks in all), so a minimum growing
+# with N fails at 100k (N // 400 = 250 asked, 59 eligible); at most target_count // 16, so the
+# eight families' minimums fill at most half the target (quick sizes)
 MINIMUM_PER_FAMILY = 16
 PROGRESS = re.compile(r"tasks: (\w+)")
 # (key, progress phase, which of its lines, column label): each span runs from the previous
@@ -304,7 +305,7 @@ def calibrated_config(
         "params": {
             "candidate_count": candidates,
             "maximum_per_recipe": candidates,
-            "minimum_per_family": MINIMUM_PER_FAMILY,
+            "minimum_per_family": min(MINIMUM_PER_FAMILY, candidates // TARGET_FRACTION // 16),
             "minimum_one_pass": max(1, candidates // 40),
         },
         "max_batches": 1,
