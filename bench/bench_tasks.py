@@ -332,7 +332,8 @@ def phase_split(lines: list[tuple[float, str]], wall: float) -> dict[str, float]
         end = marks[phase][which] if phase in marks else previous
         split[key] = round(end - previous, 3)
         previous = end
-    split["exit_s"] = round(wall - previous, 3)
+    # the reader thread may stamp the last line after os.wait4 returned: never below 0
+    split["exit_s"] = round(max(wall - previous, 0.0), 3)
     split["first_line_s"] = round(marks.get("generate", [wall])[0], 3)
     return split
 
