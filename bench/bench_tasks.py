@@ -1,7 +1,7 @@
 """Task-dataset executor: candidates per second by backend and workers, and peak RSS by pool size.
 
     .venv/bin/python bench/bench_tasks.py [--small 10000] [--large 100000] [--base 512]
-                                          [--work DIR] [--quick]
+                                          [--work DIR] [--quick] [--part both|plain|calibrated]
 
 Writes one arithmetic job config per run into a temp folder (`candidate_count` =
 `maximum_per_recipe` = `max_candidates` = N: one batch of N candidates, `target_count: 64`,
@@ -20,9 +20,24 @@ per process); "process" is the largest single process's peak RSS (`ru_maxrss` fr
 on the job process, which covers the descendants it waited for). The ratios are large / small:
 the candidate pool lives in SQLite on disk, so they should stay near 1.
 
-Each run's generated / retained / duplicates come from `DIR/dataset/report.json`; the last line
-printed is a JSON summary. `--quick` is a smoke run (sizes 256 / 1,000 / 3,000) for a test.
-No timing assertions: the numbers are printed, not checked.
+Each run's generated / retained / duplicates come from `DIR/dataset/report.json`.
+
+Calibrated mode (the summary's "calibrated" key; `--part calibrated` runs only it, `--part
+plain` only the above): ranking and calibration of N candidates, at `--small` and `--large`.
+Per size: the probe job (process/1; seed 12, the calibrated job's recipe params, no
+calibration) writes `work/batch-0-public.jsonl`; `examples/tasks/standin_model.py --repeats 2`
+writes the two report files from it (timed separately, not part of the calibrated job); then
+the calibrated job (`recorded_responses` on those reports, the arithmetic recipe's ranking
+hooks; `target_count` = N // 10, `minimum_per_family` = min(16, N // 160), `minimum_one_pass`
+= N // 40, `max_batches: 1`, `candidate_count` = `maximum_per_recipe` = `max_candidates` = N)
+runs for thread/1, process/1 and process/2 with the same wall / tree / process numbers. Its phase
+split comes from the arrival times of its progress lines on stderr: "generate" until the last
+`generate` line (start-up included), "files+ask" until the `calibrate` line (batch files, the
+calibrator's answers), "grade+sel" until the `select` line (grading, ranking, ranked merge),
+"project", "publish", and "exit" (from `published` to the process's exit).
+
+The last line printed is a JSON summary. `--quick` is a smoke run (sizes 256 / 1,000 / 3,000)
+for a test. No timing assertions: the numbers are printed, not checked.
 """
 
 from __future__ import annotations
@@ -30,9 +45,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -91,17 +108,17 @@ def tree_rss_kb(root: int) -> tuple[int, int]:
     return total, count
 
 
-def run_job(work: Path, candidates: int, backend: str, workers: int, poll: float) -> dict[str, Any]:
-    """Run one job as a subprocess; its wall time, memory, counts and dataset id."""
-    name = f"{backend}{workers}-{candidates}"
-    config = write_job(work / f"{name}.yaml", candidates, backend, workers)
-    output = work / name
-    cmd = [sys.executable, "-m", "corpus_assets.cli", "tasks"]
-    cmd += ["--config", str(config), "--output", str(output)]
+def measure(cmd: list[str], work: Path, name: str, poll: float) -> dict[str, Any]:
+    """Run `cmd` as a subprocess: wall seconds, peak tree / process RSS, and its stderr lines
+    with the seconds (from the start) at which each arrived; exit on a non-zero status."""
     out_path, err_path = work / f"{name}.stdout", work / f"{name}.stderr"
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+    lines: list[tuple[float, str]] = []
+    with open(out_path, "wb") as out, open(err_path, "w", encoding="utf-8") as err:
         start = time.perf_counter()
-        pid = subprocess.Popen(cmd, stdout=out, stderr=err).pid  # reaped by os.wait4 below
+        child = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True)
+        pid = child.pid  # reaped by os.wait4 below
+        reader = threading.Thread(target=_read_lines, args=(child, start, lines, err))
+        reader.start()
         peak_kb, most = 0, 0
         while _alive(pid):
             kb, count = tree_rss_kb(pid)
@@ -109,26 +126,66 @@ def run_job(work: Path, candidates: int, backend: str, workers: int, poll: float
             time.sleep(poll)
         _, status, usage = os.wait4(pid, 0)
         wall = time.perf_counter() - start
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
+        child.returncode = os.waitstatus_to_exitcode(status)  # so Popen does not wait again
+        reader.join(timeout=60)
+    if child.returncode != 0:
         error = err_path.read_text(encoding="utf-8").strip()
-        sys.exit(f"{' '.join(cmd)} exited {code}: {error}")
-    result = json.loads(out_path.read_text(encoding="utf-8").strip().splitlines()[-1])
+        sys.exit(f"{' '.join(cmd)} exited {child.returncode}: {error}")
+    return {
+        "wall_s": wall,
+        "tree_rss_mb": round(peak_kb / 1024, 1),
+        "process_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "processes": most,
+        "stdout": out_path.read_text(encoding="utf-8"),
+        "lines": lines,
+    }
+
+
+def _read_lines(
+    child: subprocess.Popen[str], start: float, lines: list[tuple[float, str]], copy: Any
+) -> None:
+    """Each stderr line of `child` with its arrival time, also copied to the file `copy`."""
+    assert child.stderr is not None
+    for line in child.stderr:
+        lines.append((time.perf_counter() - start, line.rstrip("\n")))
+        copy.write(line)
+
+
+def tasks_cmd(config: Path, output: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "corpus_assets.cli",
+        "tasks",
+        "--config",
+        str(config),
+        "--output",
+        str(output),
+    ]
+
+
+def run_job(work: Path, candidates: int, backend: str, workers: int, poll: float) -> dict[str, Any]:
+    """Run one job as a subprocess; its wall time, memory, counts and dataset id."""
+    name = f"{backend}{workers}-{candidates}"
+    config = write_job(work / f"{name}.yaml", candidates, backend, workers)
+    output = work / name
+    m = measure(tasks_cmd(config, output), work, name, poll)
+    result = json.loads(m["stdout"].strip().splitlines()[-1])
     report = json.loads((output / "dataset" / "report.json").read_text(encoding="utf-8"))
     totals = report["totals"]
     return {
         "backend": backend,
         "workers": workers,
         "candidates": candidates,
-        "wall_s": round(wall, 3),
+        "wall_s": round(m["wall_s"], 3),
         "generated": totals["generated"],
         "retained": totals["retained"],
         "duplicates": totals["duplicates"],
         "rejected": totals["rejected"],
         "dataset_id": result["dataset_id"],
-        "tree_rss_mb": round(peak_kb / 1024, 1),
-        "process_rss_mb": round(usage.ru_maxrss / 1024, 1),
-        "processes": most,
+        "tree_rss_mb": m["tree_rss_mb"],
+        "process_rss_mb": m["process_rss_mb"],
+        "processes": m["processes"],
     }
 
 
@@ -207,6 +264,215 @@ def print_table(summary: dict[str, Any]) -> None:
     )
 
 
+# -- calibrated mode ----------------------------------------------------------------------
+
+CALIBRATED_CONFIGS = (("thread", 1), ("process", 1), ("process", 2))
+STANDIN = REPO / "examples" / "tasks" / "standin_model.py"
+IDENTITY = {
+    "model_ref": "standin-model-v1",
+    "harness_ref": "standin-harness-v1",
+    "backend_model_digest": "sha256:" + "0" * 64,
+    "verifier_digest": "boxed-verifier-v1",
+}
+CALIBRATED_SEED = 12
+TARGET_FRACTION = 10  # target_count = N // 10
+# at most 16: the counting streams saturate (83 distinct tasks in all), so a minimum growing
+# with N fails at 100k (N // 400 = 250 asked, 59 eligible); at most target_count // 16, so the
+# eight families' minimums fill at most half the target (quick sizes)
+MINIMUM_PER_FAMILY = 16
+PROGRESS = re.compile(r"tasks: (\w+)")
+# (key, progress phase, which of its lines, column label): each span runs from the previous
+# span's end to that progress line's arrival on stderr; "exit_s" from the last to the exit
+SPANS = (
+    ("generate_s", "generate", -1, "generate"),  # start-up, generation, cleaning, admission
+    ("files_ask_s", "calibrate", 0, "files+ask"),  # batch files; recorded_responses answers
+    ("grade_rank_select_s", "select", 0, "grade+sel"),  # grading, ranking, ranked merge
+    ("project_s", "project", -1, "project"),
+    ("publish_s", "published", 0, "publish"),
+)
+
+
+def calibrated_config(
+    candidates: int, backend: str, workers: int, reports: list[Path] | None
+) -> dict[str, Any]:
+    """The calibrated job of N candidates (`reports`: one batch's report per repeat), or with
+    `reports=None` its probe: same recipe, seed and params, no calibration."""
+    config: dict[str, Any] = {
+        "recipe": "corpus_assets.recipes.arithmetic:create_recipe",
+        "target_count": candidates // TARGET_FRACTION,
+        "purpose": "model",
+        "seed": CALIBRATED_SEED,
+        "params": {
+            "candidate_count": candidates,
+            "maximum_per_recipe": candidates,
+            "minimum_per_family": min(MINIMUM_PER_FAMILY, candidates // TARGET_FRACTION // 16),
+            "minimum_one_pass": max(1, candidates // 40),
+        },
+        "max_batches": 1,
+        "max_candidates": candidates,
+        "execution": {"backend": backend, "max_workers": workers, "batch_size": 256},
+    }
+    if reports is not None:
+        config["calibration"] = {
+            "implementation": "corpus_assets.recipes.arithmetic_calibration:recorded_responses",
+            "repeats": len(reports),
+            "params": {**IDENTITY, "reports": [[str(r) for r in reports]]},
+        }
+    return config
+
+
+def phase_split(lines: list[tuple[float, str]], wall: float) -> dict[str, float]:
+    """Seconds per span of the job, from the arrival times of its progress lines on stderr."""
+    marks: dict[str, list[float]] = {}
+    for at, line in lines:
+        if match := PROGRESS.match(line):
+            marks.setdefault(match.group(1), []).append(at)
+    split, previous = {}, 0.0
+    for key, phase, which, _ in SPANS:
+        end = marks[phase][which] if phase in marks else previous
+        split[key] = round(end - previous, 3)
+        previous = end
+    # the reader thread may stamp the last line after os.wait4 returned: never below 0
+    split["exit_s"] = round(max(wall - previous, 0.0), 3)
+    split["first_line_s"] = round(marks.get("generate", [wall])[0], 3)
+    return split
+
+
+def run_calibrated_size(
+    work: Path, candidates: int, poll: float
+) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    """Probe job, stand-in reports, then the calibrated job per backend/workers, at size N."""
+    probe_out = work / f"probe-{candidates}"
+    probe_cfg = work / f"probe-{candidates}.yaml"
+    config = calibrated_config(candidates, "process", 1, None)
+    probe_cfg.write_text(json.dumps(config, indent=1), encoding="utf-8")
+    m = measure(tasks_cmd(probe_cfg, probe_out), work, probe_out.name, poll)
+    probe = {"candidates": candidates, "wall_s": round(m["wall_s"], 3)}
+    print(f"probe N={candidates}: {m['wall_s']:.2f}s", file=sys.stderr)
+
+    reports_dir = work / f"reports-{candidates}"
+    cmd = [sys.executable, str(STANDIN), str(probe_out), str(reports_dir), "--repeats", "2"]
+    for key, value in IDENTITY.items():
+        cmd += [f"--{key.replace('_', '-')}", value]
+    m = measure(cmd, work, reports_dir.name, poll)
+    reports = sorted(reports_dir.glob("batch-0-repeat-*.json"))
+    standin = {
+        "candidates": candidates,
+        "wall_s": round(m["wall_s"], 3),
+        "process_rss_mb": m["process_rss_mb"],
+        "reports_mb": round(sum(r.stat().st_size for r in reports) / 2**20, 1),
+    }
+    print(f"stand-in N={candidates}: {m['wall_s']:.2f}s", file=sys.stderr)
+
+    runs = []
+    for backend, workers in CALIBRATED_CONFIGS:
+        name = f"calibrated-{backend}{workers}-{candidates}"
+        config = calibrated_config(candidates, backend, workers, reports)
+        (work / f"{name}.yaml").write_text(json.dumps(config, indent=1), encoding="utf-8")
+        m = measure(tasks_cmd(work / f"{name}.yaml", work / name), work, name, poll)
+        result = json.loads(m["stdout"].strip().splitlines()[-1])
+        report = json.loads((work / name / "dataset" / "report.json").read_text("utf-8"))
+        progress = json.loads((work / name / "progress.json").read_text("utf-8"))
+        runs.append(
+            {
+                "backend": backend,
+                "workers": workers,
+                "candidates": candidates,
+                "wall_s": round(m["wall_s"], 3),
+                "generated": report["totals"]["generated"],
+                "retained": report["totals"]["retained"],
+                "selected": progress["projected"],
+                "target_count": config["target_count"],
+                "dataset_id": result["dataset_id"],
+                "tree_rss_mb": m["tree_rss_mb"],
+                "process_rss_mb": m["process_rss_mb"],
+                "processes": m["processes"],
+                "phases": phase_split(m["lines"], m["wall_s"]),
+            }
+        )
+        print(f"calibrated {backend}/{workers} N={candidates}: {m['wall_s']:.2f}s", file=sys.stderr)
+    return probe, standin, runs
+
+
+def summarize_calibrated(
+    probes: list[dict[str, Any]],
+    standins: list[dict[str, Any]],
+    runs: list[dict[str, Any]],
+    sizes: dict[str, int],
+) -> dict[str, Any]:
+    """Per backend/workers: wall and candidates/s at each size, RSS large / small; 2 vs 1."""
+    by = {(r["backend"], r["workers"], r["candidates"]): r for r in runs}
+    configs: dict[str, dict[str, Any]] = {}
+    for backend, workers in CALIBRATED_CONFIGS:
+        small, large = (by[(backend, workers, sizes[k])] for k in ("small", "large"))
+        configs[f"{backend}-{workers}"] = {
+            "wall_s_small": small["wall_s"],
+            "wall_s_large": large["wall_s"],
+            "candidates_per_s_small": round(small["candidates"] / small["wall_s"], 1),
+            "candidates_per_s_large": round(large["candidates"] / large["wall_s"], 1),
+            "tree_rss_ratio": round(large["tree_rss_mb"] / small["tree_rss_mb"], 3),
+            "process_rss_ratio": round(large["process_rss_mb"] / small["process_rss_mb"], 3),
+        }
+    one, two = configs["process-1"], configs["process-2"]
+    ids = {
+        size: sorted({r["dataset_id"] for r in runs if r["candidates"] == size})
+        for size in sizes.values()
+    }
+    return {
+        "sizes": sizes,
+        "target_count": {str(n): n // TARGET_FRACTION for n in sizes.values()},
+        "configs": configs,
+        "process_2_over_1": {
+            key: round(two[f"candidates_per_s_{key}"] / one[f"candidates_per_s_{key}"], 3)
+            for key in ("small", "large")
+        },
+        "probes": probes,
+        "standins": standins,
+        "dataset_ids": {str(size): found for size, found in ids.items()},
+        "same_dataset_id": all(len(found) == 1 for found in ids.values()),
+        "load_average": list(os.getloadavg()),
+        "runs": runs,
+    }
+
+
+def print_calibrated(summary: dict[str, Any]) -> None:
+    """The calibrated runs with their phase split, then per backend/workers, then 2 vs 1."""
+    print("\ncalibrated (recorded_responses, ranked selection, one batch of N):")
+    for p, s in zip(summary["probes"], summary["standins"], strict=True):
+        print(
+            f"  N={p['candidates']}: probe job {p['wall_s']:.2f}s, stand-in reports "
+            f"{s['wall_s']:.2f}s ({s['reports_mb']:.1f} MB, {s['process_rss_mb']:.1f} MB RSS)"
+        )
+    spans = [key for key, _, _, _ in SPANS] + ["exit_s"]
+    heads = "".join(f"{label:>10}" for *_, label in SPANS) + f"{'exit':>10}"
+    print(
+        f"{'run':>22}{'wall s':>8}{'cand/s':>8}{'kept':>7}{'sel':>7}"
+        f"{'tree MB':>9}{'proc MB':>9}{heads}"
+    )
+    for r in summary["runs"]:
+        label = f"{r['backend']}/{r['workers']} N={r['candidates']}"
+        cells = "".join(f"{r['phases'][k]:>10.2f}" for k in spans)
+        print(
+            f"{label:>22}{r['wall_s']:>8.2f}{r['candidates'] / r['wall_s']:>8.0f}{r['retained']:>7}"
+            f"{r['selected']:>7}{r['tree_rss_mb']:>9.1f}{r['process_rss_mb']:>9.1f}{cells}"
+        )
+    large, small = summary["sizes"]["large"], summary["sizes"]["small"]
+    print(
+        f"\n{'':12}{f'cand/s {small}':>14}{large:>8}{f'tree RSS {large}/{small}':>24}{'process':>9}"
+    )
+    for name, c in summary["configs"].items():
+        print(
+            f"{name:12}{c['candidates_per_s_small']:>14.0f}{c['candidates_per_s_large']:>8.0f}"
+            f"{c['tree_rss_ratio']:>24.3f}{c['process_rss_ratio']:>9.3f}"
+        )
+    ratio = summary["process_2_over_1"]
+    print(
+        f"\ncalibrated process 2 workers / 1 worker: {ratio['small']:.2f} (N={small}), "
+        f"{ratio['large']:.2f} (N={large}); same dataset_id for every backend and worker count "
+        f"at each size: {summary['same_dataset_id']}"
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--small", type=int, default=10_000)
@@ -215,22 +481,42 @@ def main() -> None:
     p.add_argument("--poll", type=float, default=0.05, help="seconds between /proc samples")
     p.add_argument("--work", type=Path, help="keep the job folders here (default: a temp dir)")
     p.add_argument("--quick", action="store_true", help="a smoke run: 256 / 1,000 / 3,000")
+    p.add_argument(
+        "--part",
+        choices=("both", "plain", "calibrated"),
+        default="both",
+        help="the uncalibrated jobs, the calibrated ones, or both (default)",
+    )
     args = p.parse_args()
     if args.quick:
         args.base, args.small, args.large = 256, 1_000, 3_000
     sizes = {"base": args.base, "small": args.small, "large": args.large}
     if len(set(sizes.values())) != 3:
         sys.exit(f"--base, --small and --large must differ, got {sizes}")
+    summary: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-tasks-") as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        runs = []
-        for backend, workers in CONFIGS:
-            for size in sizes.values():
-                runs.append(run_job(work, size, backend, workers, args.poll))
-                print(f"{backend}/{workers} N={size}: {runs[-1]['wall_s']:.2f}s", file=sys.stderr)
-    summary = summarize(runs, sizes)
-    print_table(summary)
+        if args.part in ("both", "plain"):
+            runs = []
+            for backend, workers in CONFIGS:
+                for size in sizes.values():
+                    runs.append(run_job(work, size, backend, workers, args.poll))
+                    print(
+                        f"{backend}/{workers} N={size}: {runs[-1]['wall_s']:.2f}s", file=sys.stderr
+                    )
+            summary = summarize(runs, sizes)
+            print_table(summary)
+        if args.part in ("both", "calibrated"):
+            probes, standins, cal_runs = [], [], []
+            for size in (args.small, args.large):
+                probe, standin, found = run_calibrated_size(work, size, args.poll)
+                probes.append(probe)
+                standins.append(standin)
+                cal_runs += found
+            cal_sizes = {"small": args.small, "large": args.large}
+            summary["calibrated"] = summarize_calibrated(probes, standins, cal_runs, cal_sizes)
+            print_calibrated(summary["calibrated"])
     print(json.dumps(summary, sort_keys=True))
 
 

@@ -1,4 +1,5 @@
-"""bench/bench_tasks.py --quick: its JSON summary has every number, and one dataset per size."""
+"""bench/bench_tasks.py --quick: its JSON summary has every number, and one dataset per size,
+for the uncalibrated jobs and the calibrated ones (structure only, never timings)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench" / "bench_tasks.py"
@@ -18,6 +20,15 @@ CONFIG_KEYS = {
 }
 RUN_KEYS = {"backend", "workers", "candidates", "wall_s", "generated", "retained", "duplicates"}
 RUN_KEYS |= {"rejected", "dataset_id", "tree_rss_mb", "process_rss_mb", "processes"}
+CALIBRATED_KEYS = {"sizes", "target_count", "configs", "process_2_over_1", "probes", "standins"}
+CALIBRATED_KEYS |= {"dataset_ids", "same_dataset_id", "load_average", "runs"}
+CALIBRATED_CONFIG_KEYS = {"wall_s_small", "wall_s_large", "tree_rss_ratio", "process_rss_ratio"}
+CALIBRATED_CONFIG_KEYS |= {"candidates_per_s_small", "candidates_per_s_large"}
+CALIBRATED_RUN_KEYS = {"backend", "workers", "candidates", "wall_s", "generated", "retained"}
+CALIBRATED_RUN_KEYS |= {"selected", "target_count", "dataset_id", "tree_rss_mb", "processes"}
+CALIBRATED_RUN_KEYS |= {"process_rss_mb", "phases"}
+PHASE_KEYS = {"generate_s", "files_ask_s", "grade_rank_select_s", "project_s", "publish_s"}
+PHASE_KEYS |= {"exit_s", "first_line_s"}
 
 
 def test_quick_run_summary(tmp_path: Path) -> None:
@@ -48,3 +59,33 @@ def test_quick_run_summary(tmp_path: Path) -> None:
         ("thread", False),
         ("process", True),
     }
+    check_calibrated(summary["calibrated"], {r["dataset_id"] for r in runs})
+
+
+def check_calibrated(calibrated: dict[str, Any], uncalibrated_ids: set[str]) -> None:
+    """The calibrated part: every number per backend/workers and size, one dataset per size."""
+    assert set(calibrated) == CALIBRATED_KEYS
+    assert calibrated["sizes"] == {"small": 1000, "large": 3000}
+    assert calibrated["target_count"] == {"1000": 100, "3000": 300}
+    assert set(calibrated["configs"]) == {"thread-1", "process-1", "process-2"}
+    for numbers in calibrated["configs"].values():
+        assert set(numbers) == CALIBRATED_CONFIG_KEYS and all(v > 0 for v in numbers.values())
+    assert set(calibrated["process_2_over_1"]) == {"small", "large"}
+    assert all(v > 0 for v in calibrated["process_2_over_1"].values())
+    assert [p["candidates"] for p in calibrated["probes"]] == [1000, 3000]
+    for standin in calibrated["standins"]:
+        assert set(standin) == {"candidates", "wall_s", "process_rss_mb", "reports_mb"}
+        assert standin["reports_mb"] > 0
+    runs = calibrated["runs"]
+    assert len(runs) == 6 and all(set(r) == CALIBRATED_RUN_KEYS for r in runs)
+    for run in runs:
+        assert run["generated"] == run["candidates"]
+        assert run["selected"] == run["target_count"] == run["candidates"] // 10
+        assert set(run["phases"]) == PHASE_KEYS
+        assert all(v >= 0 for v in run["phases"].values())
+    ids = {
+        size: {r["dataset_id"] for r in runs if r["candidates"] == size} for size in (1000, 3000)
+    }
+    assert all(len(found) == 1 for found in ids.values()), ids
+    assert calibrated["same_dataset_id"] is True
+    assert not set.union(*ids.values()) & uncalibrated_ids  # calibrated, other datasets
