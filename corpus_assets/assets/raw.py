@@ -25,5 +25,5 @@ def raw(
     stage_runner: StageRunner,
 ) -> dg.MaterializeResult[Any]:
     """Every source of the config, fetched once into the shared raw cache (stage `fetch`)."""
-    config_file = configs.file_for(context.partition_key)
+    config_file = configs.file_for_run(context)
     return stage_runner.run_stage(context, "fetch", config_file, paths.root_path())

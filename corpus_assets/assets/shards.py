@@ -27,5 +27,5 @@ def shards(
     stage_runner: StageRunner,
 ) -> dg.MaterializeResult[Any]:
     """Filtered, deduplicated, PII-scrubbed Parquet shards of the config (stage `shard`)."""
-    config_file = configs.file_for(context.partition_key)
+    config_file = configs.file_for_run(context)
     return stage_runner.run_stage(context, "shard", config_file, paths.root_path())

@@ -27,5 +27,5 @@ def tokens(
     stage_runner: StageRunner,
 ) -> dg.MaterializeResult[Any]:
     """Token files (`.bin` + `.idx`) of every shard, read by `TokenDataset` (stage `tokenize`)."""
-    config_file = configs.file_for(context.partition_key)
+    config_file = configs.file_for_run(context)
     return stage_runner.run_stage(context, "tokenize", config_file, paths.root_path())

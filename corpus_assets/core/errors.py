@@ -20,6 +20,20 @@ class ConfigError(CorpusError):
     exit_code = EXIT_USAGE
 
 
+class UpstreamMissing(ConfigError):
+    """A stage's input is not built yet: "materialize <asset> first: ..." (exit 64).
+
+    Nothing was written, so a build that fails this way needs no cleanup; the stage runner
+    recognises the sentence (`UPSTREAM_MISSING`) in the stage's error line.
+    """
+
+    def __init__(self, upstream: str, detail: str) -> None:
+        super().__init__(f"materialize {upstream} first: {detail}")
+
+
+UPSTREAM_MISSING = r"materialize [a-z_]+ first: "
+
+
 class DataError(CorpusError):
     """Bad data: unlicensed source, digest mismatch, corrupt input (exit 65, never retried)."""
 

@@ -4,8 +4,9 @@ from pathlib import Path
 
 import dagster as dg
 
+from corpus_assets.assets.partitions import CORPUS_CONFIGS
 from corpus_assets.core.config import LoadedConfig
-from corpus_assets.core.errors import ConfigError
+from corpus_assets.core.errors import EXIT_USAGE, ConfigError
 from corpus_assets.core.store import registry
 from corpus_assets.resources.paths import CorpusPaths
 
@@ -20,7 +21,20 @@ class ConfigStore(dg.ConfigurableResource["ConfigStore"]):
         try:
             return registry.path_for(self.paths.layout(), partition_key)
         except ConfigError as exc:
-            raise dg.Failure(str(exc), allow_retries=False) from exc
+            raise dg.Failure(str(exc), allow_retries=False) from None
+
+    def file_for_run(self, context: dg.AssetExecutionContext) -> Path:
+        """`file_for` the run's partition; an unregistered key (typed into the launch dialog's
+        "Add partition") is also removed from the partitions, so it does not linger as failed."""
+        key = context.partition_key
+        try:
+            return registry.path_for(self.paths.layout(), key)
+        except ConfigError as exc:
+            message = str(exc)
+        if context.instance.has_dynamic_partition(CORPUS_CONFIGS, key):
+            context.instance.delete_dynamic_partition(CORPUS_CONFIGS, key)
+            message += f"; removed {key!r} from the {CORPUS_CONFIGS} partitions"
+        raise dg.Failure(message, metadata={"exit_code": EXIT_USAGE}, allow_retries=False)
 
     def load(self, partition_key: str) -> LoadedConfig:
         try:

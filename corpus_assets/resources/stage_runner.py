@@ -5,19 +5,20 @@ A Pipes session (temp-file context and messages) around our own `Popen` loop, be
 """
 
 import os
+import re
 import shlex
 import sys
 import warnings
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import dagster as dg
 from pydantic import Field
 
 from corpus_assets.assets.policies import FETCH_RETRY, RETRY_POLICIES, STAGE_RETRY, retry_delay
-from corpus_assets.core.errors import EXIT_DATA, EXIT_TRANSIENT, EXIT_USAGE
+from corpus_assets.core.errors import EXIT_DATA, EXIT_TRANSIENT, EXIT_USAGE, UPSTREAM_MISSING
 from corpus_assets.resources.supervise import Outcome, supervise
 
 GIVE_UP = {EXIT_USAGE: "bad config or usage", EXIT_DATA: "bad data"}
@@ -58,7 +59,7 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
         try:
             results = self._run(context, argv)
         except dg.Failure as error:
-            raise self._retry_or_give_up(context, stage, error) from error
+            self._raise_retry_or(context, stage, error)
         return self._one_materialization(results, f"run --stage {stage}")
 
     def run_tasks(
@@ -72,7 +73,7 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
         try:
             results = self._run(context, argv)
         except dg.Failure as error:
-            raise self._retry_or_give_up(context, "tasks", error) from error
+            self._raise_retry_or(context, "tasks", error)
         return self._one_materialization(results, "tasks")
 
     def _one_materialization(
@@ -87,16 +88,17 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
             )
         return found[0]
 
-    def _retry_or_give_up(
+    def _raise_retry_or(
         self, context: dg.AssetExecutionContext, stage: str, error: dg.Failure
-    ) -> Exception:
-        """A retryable failure as a retry request (the policy's tries, this runner's delay)."""
+    ) -> NoReturn:
+        """Raise a retryable failure as a retry request (the policy's tries, this runner's
+        delay), else the failure itself, with no chained trace before the sentence."""
         policy = RETRY_POLICIES[stage]
         if not error.allow_retries or policy.max_retries < 1:
-            return error
+            raise error
         base = self.fetch_retry_delay_s if stage == "fetch" else self.stage_retry_delay_s
         wait = retry_delay(policy, base, context.retry_number + 1)
-        return dg.RetryRequested(max_retries=policy.max_retries, seconds_to_wait=wait)
+        raise dg.RetryRequested(max_retries=policy.max_retries, seconds_to_wait=wait) from None
 
     def run_cleanup(self, context: dg.OpExecutionContext, config_file: Path, root: Path) -> None:
         """`corpus cleanup`: delete a build's shards, tokens and staging (never raw)."""
@@ -163,10 +165,16 @@ def failure(what: str, outcome: Outcome) -> dg.Failure:
         reason = f"killed by signal {-code}, retried"
     else:
         reason = f"exit {code} (crash), retried"
+    sentence = error.split("error: ", 1)[1] if "error: " in error else ""
     return dg.Failure(
-        description=f"`corpus {what}` {reason}: {error}".rstrip(": "),
+        # the stage's own sentence first; what the runner did about it on the next line
+        description=f"{sentence}\n(`corpus {what}` {reason})"
+        if sentence
+        else f"`corpus {what}` {reason}",
         metadata={
             "exit_code": code,
+            "outcome": reason,
+            "upstream_missing": bool(re.match(UPSTREAM_MISSING, sentence)),
             "error_line": error,
             "heartbeat_timeout": outcome.timed_out,
             "stderr_tail": dg.MetadataValue.md("```\n" + "\n".join(outcome.stderr_tail) + "\n```"),

@@ -17,6 +17,7 @@ import os
 
 import dagster as dg
 
+from corpus_assets.assets.partitions import CORPUS_CONFIGS
 from corpus_assets.assets.shards import shards
 from corpus_assets.assets.task_dataset import task_dataset
 from corpus_assets.assets.tokens import tokens
@@ -64,6 +65,13 @@ def cleanup_request(
                 "materialization of the partition resumes it"
             )
         return dg.SkipReason(f"run {run.run_id} {outcome} before the shard stage started")
+    if not instance.has_dynamic_partition(CORPUS_CONFIGS, partition):
+        return dg.SkipReason(f"run {run.run_id} was for {partition!r}, not a registered config")
+    if _only_upstream_missing(instance, run.run_id):
+        return dg.SkipReason(
+            f"run {run.run_id} {outcome} because an upstream asset was not materialized; "
+            "its stage wrote nothing"
+        )
     if blocker := cleanup_blocker(instance, run.run_id):
         return dg.SkipReason(f"no cleanup after run {run.run_id}: {blocker}")
     return dg.RunRequest(
@@ -78,6 +86,30 @@ def cleanup_request(
         },
         tags={CLEANUP_OF_TAG: run.run_id, CLEANUP_PARTITION_TAG: partition},
     )
+
+
+def _only_upstream_missing(instance: dg.DagsterInstance, run_id: str) -> bool:
+    """No shard or tokenize step succeeded, and every one that failed found its upstream
+    unbuilt ("materialize raw first: ...", exit 64): nothing to clean."""
+    succeeded = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_SUCCESS)
+    if any(r.event_log_entry.step_key in OUTPUT_STEPS for r in succeeded.records):
+        return False
+    failed = [
+        r.event_log_entry
+        for r in instance.get_records_for_run(
+            run_id, of_type=dg.DagsterEventType.STEP_FAILURE
+        ).records
+        if r.event_log_entry.step_key in OUTPUT_STEPS
+    ]
+    return bool(failed) and all(_upstream_missing(entry) for entry in failed)
+
+
+def _upstream_missing(entry: dg.EventLogEntry) -> bool:
+    event = entry.dagster_event
+    data = event.step_failure_data if event is not None else None
+    failure = data.user_failure_data if data is not None else None
+    flag = failure.metadata.get("upstream_missing") if failure is not None else None
+    return bool(flag is not None and flag.value)
 
 
 def cleanup_runs_of(instance: dg.DagsterInstance, run_id: str) -> list[dg.DagsterRun]:

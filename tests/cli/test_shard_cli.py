@@ -149,7 +149,7 @@ def test_unfetched_source_exits_65(tmp_path: Path) -> None:
         str(tmp_path / "root"),
         check=False,
     )
-    assert proc.returncode == 65 and "was not fetched" in proc.stderr
+    assert proc.returncode == 64 and "materialize raw first: source" in proc.stderr
 
 
 def test_raw_file_changed_after_fetch_exits_65(tmp_path: Path) -> None:

@@ -143,7 +143,7 @@ def test_missing_shards_is_exit_65(tmp_path: Path) -> None:
     config = tmp_path / "c.json"
     config.write_text(json.dumps({**with_source(tmp_path), "tokenizer": {"id": "bytes"}}))
     run = corpus("run", "--stage", "tokenize", "--config", config, "--root", tmp_path / "r")
-    assert run.returncode == 65 and "run the shard stage first" in run.stderr
+    assert run.returncode == 64 and "materialize shards first: no shards manifest" in run.stderr
 
 
 def test_bad_tokenizer_config_is_exit_64(tmp_path: Path) -> None:

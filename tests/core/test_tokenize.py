@@ -20,7 +20,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from corpus_assets.core.config import LoadedConfig, validate
-from corpus_assets.core.errors import ConfigError, DataError
+from corpus_assets.core.errors import ConfigError, DataError, UpstreamMissing
 from corpus_assets.core.stages.tokenize import read_shards, tokenize
 from corpus_assets.core.stages.tokenize_pool import ShardTask, plan, read_marker, run_task
 from corpus_assets.core.stages.tokenize_verify import verify_tokens
@@ -376,7 +376,7 @@ def test_corrupted_shard_is_data_error_and_nothing_published(tmp_path: Path) -> 
 
 def test_missing_shards_is_data_error(tmp_path: Path) -> None:
     cfg = make_config(tmp_path, {"id": "bytes"})
-    with pytest.raises(DataError, match="run the shard stage first"):
+    with pytest.raises(UpstreamMissing, match="materialize shards first: no shards manifest"):
         tokenize(cfg, Layout(tmp_path), 1, Progress("tokenize", silent))
 
 

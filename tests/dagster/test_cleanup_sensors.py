@@ -10,6 +10,7 @@ import signal
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -187,3 +188,70 @@ def test_cancelled_run_requests_cleanup(
     assert request.run_key == run.run_id
     partition = request.run_config["ops"]["cleanup_partition"]["config"]["partition_key"]
     assert partition == cfg.partition_key
+
+
+def _materialize(
+    root: Path, instance: dg.DagsterInstance, key: str, *assets: str
+) -> dg.ExecuteInProcessResult:
+    """Materialize only `assets` of partition `key`, as the UI's Materialize on one asset does."""
+    job = build_defs(paths=CorpusPaths(root=str(root))).resolve_implicit_global_asset_job_def()
+    return job.execute_in_process(
+        instance=instance,
+        partition_key=key,
+        asset_selection=[dg.AssetKey(a) for a in assets],
+        raise_on_error=False,
+    )
+
+
+def _failure(result: dg.ExecuteInProcessResult, step: str) -> Any:
+    event = next(e for e in result.all_events if e.is_step_failure and e.step_key == step)
+    return event.step_failure_data.user_failure_data
+
+
+def test_shards_of_an_unfetched_partition_fail_in_one_sentence_and_need_no_cleanup(
+    example: Path, root: Path, instance: dg.DagsterInstance
+) -> None:
+    key = dagster_build.register(example, root, instance).partition_key
+    result = _materialize(root, instance, key, "shards", "tokens")
+    assert not result.success
+    failure = _failure(result, "shards")
+    first = failure.description.splitlines()[0]
+    assert first.startswith("materialize raw first: source 'tiny' was not fetched"), first
+    assert failure.metadata["exit_code"].value == 64
+    assert failure.metadata["upstream_missing"].value is True
+    assert "```" in str(failure.metadata["stderr_tail"].value)  # the tail stays as metadata
+    skip = _evaluate(
+        corpus_cleanup_on_failure, instance, result.run_id, dg.DagsterEventType.RUN_FAILURE
+    )
+    assert isinstance(skip, dg.SkipReason)
+    assert "upstream asset was not materialized" in str(skip.skip_message)
+
+
+def test_tokens_of_an_unsharded_partition_name_shards_first(
+    example: Path, root: Path, instance: dg.DagsterInstance
+) -> None:
+    key = dagster_build.register(example, root, instance).partition_key
+    assert _materialize(root, instance, key, "raw").success
+    result = _materialize(root, instance, key, "tokens")
+    first = _failure(result, "tokens").description.splitlines()[0]
+    assert first.startswith("materialize shards first: no shards manifest at "), first
+    skip = _evaluate(
+        corpus_cleanup_on_failure, instance, result.run_id, dg.DagsterEventType.RUN_FAILURE
+    )
+    assert isinstance(skip, dg.SkipReason)
+
+
+def test_an_unknown_partition_key_fails_in_one_line_and_is_removed(
+    root: Path, instance: dg.DagsterInstance
+) -> None:
+    key = "typed-by-hand-0123456789ab"
+    instance.add_dynamic_partitions("corpus_configs", [key])  # the dialog's "Add partition"
+    result = _materialize(root, instance, key, "raw", "shards", "tokens")
+    failure = _failure(result, "raw")
+    assert len(failure.description.splitlines()) == 1
+    assert f"partition {key!r} is not registered" in failure.description
+    assert not instance.has_dynamic_partition("corpus_configs", key)  # does not linger
+    skip = _evaluate(
+        corpus_cleanup_on_failure, instance, result.run_id, dg.DagsterEventType.RUN_FAILURE
+    )
+    assert isinstance(skip, dg.SkipReason)

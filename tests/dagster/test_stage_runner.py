@@ -143,3 +143,19 @@ def _alive(pid: int) -> bool:
         Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}").exists() else "X"
     )
     return status != "Z"
+
+
+def test_a_failure_reads_as_the_stage_sentence_first() -> None:
+    tail = (
+        "shard: reading",
+        "corpus run: error: materialize raw first: source 'x' was not fetched",
+    )
+    f = failure("run --stage shard", Outcome(64, None, "", tail, 1.0))
+    first, second = str(f.description).splitlines()
+    assert first == "materialize raw first: source 'x' was not fetched"
+    assert second == "(`corpus run --stage shard` exit 64 (bad config or usage), not retried)"
+    assert f.metadata["upstream_missing"].value is True
+    assert "shard: reading" in str(f.metadata["stderr_tail"].value)
+    killed = failure("run --stage shard", Outcome(-9, None, "", ("shard: reading",), 1.0))
+    assert killed.description == "`corpus run --stage shard` killed by signal 9, retried"
+    assert killed.metadata["upstream_missing"].value is False

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus_assets.core.config import LoadedConfig
-from corpus_assets.core.errors import ConfigError, DataError
+from corpus_assets.core.errors import ConfigError, DataError, UpstreamMissing
 from corpus_assets.core.stages.shard_dedup import duplicates
 from corpus_assets.core.stages.shard_tasks import TaskOutput, plan_tasks, run_tasks
 from corpus_assets.core.stages.shard_verify import verify_shards
@@ -102,9 +102,8 @@ def check_sources(cfg: LoadedConfig, layout: Layout) -> list[dict[str, Any]]:
             )
         entry = entries.get(key)
         if entry is None or not (layout.raw_source(key) / "_SOURCE.json").exists():
-            raise DataError(
-                f"source {spec.name!r} was not fetched (no raw/{key} in the ledger); "
-                "run the fetch stage first"
+            raise UpstreamMissing(
+                "raw", f"source {spec.name!r} was not fetched (no raw/{key} in the ledger)"
             )
         if not isinstance(entry.get("license"), str):
             raise DataError(

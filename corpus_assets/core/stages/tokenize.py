@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus_assets.core.config import LoadedConfig
-from corpus_assets.core.errors import CorpusError, DataError
+from corpus_assets.core.errors import CorpusError, DataError, UpstreamMissing
 from corpus_assets.core.stages.tokenize_pool import ShardTask, read_marker, run_shards
 from corpus_assets.core.store.atomic import (
     MANIFEST,
@@ -111,7 +111,7 @@ def read_shards(folder: Path) -> ShardsInput:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise DataError(f"no shards manifest at {path}: run the shard stage first") from None
+        raise UpstreamMissing("shards", f"no shards manifest at {path}") from None
     fix = "run the shard stage again to rebuild it"
     doc = parse_object(raw, str(path), "shards manifest", fix)
     if doc.get("kind") != "shards":
