@@ -118,6 +118,28 @@ class JobConfig(_Section):
     def _known_purpose(cls, value: object) -> object:
         return _one_of(value, PURPOSES)
 
+    @field_validator("inputs", mode="before")
+    @classmethod
+    def _input_entries(cls, value: object) -> object:
+        """Each `inputs` entry is a file path or `{corpus: <partition key>}`, named if not."""
+        if not isinstance(value, list):
+            return value
+        for i, entry in enumerate(value):
+            if isinstance(entry, str):
+                continue
+            if not isinstance(entry, dict) or set(entry) != {"corpus"}:
+                raise ValueError(
+                    f"inputs[{i}] = {entry!r}: allowed: a file path, or {{corpus: <partition key>}}"
+                )
+            if not isinstance(entry["corpus"], str) or not re.match(
+                CORPUS_KEY_PATTERN, entry["corpus"]
+            ):
+                raise ValueError(
+                    f"inputs[{i}].corpus = {entry['corpus']!r} is not a corpus partition key; "
+                    "expected <dataset>-<version>-<hash12>"
+                )
+        return value
+
     @field_validator("inputs", "exclusions")
     @classmethod
     def _distinct_nonempty(cls, value: list[Any]) -> list[Any]:
@@ -126,7 +148,8 @@ class JobConfig(_Section):
             raise ValueError("a file path must not be empty")
         repeated = sorted({v for v in names if names.count(v) > 1})
         if repeated:
-            raise ValueError(f"inputs must be distinct; repeated: {', '.join(repeated)}")
+            what = "file paths" if all(isinstance(v, str) for v in value) else "inputs"
+            raise ValueError(f"{what} must be distinct; repeated: {', '.join(repeated)}")
         return value
 
     @property

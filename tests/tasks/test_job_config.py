@@ -221,6 +221,18 @@ def test_purpose_must_be_one_of_three(bad: Any) -> None:
             "execution.retry_delay: Input should be greater than 0",
         ),
         ({"name": "Bad/x"}, "name = 'Bad/x' is not a path-safe name; allowed: lowercase"),
+        (
+            {"inputs": [{"corpus": "BAD"}]},
+            "inputs[0].corpus = 'BAD' is not a corpus partition key; expected <dataset>-",
+        ),
+        (
+            {"inputs": [{"korpus": "x"}]},
+            "inputs[0] = {'korpus': 'x'}: allowed: a file path, or {corpus: <partition key>}",
+        ),
+        (
+            {"inputs": [{"corpus": "a-b-0123456789ab"}, {"corpus": "a-b-0123456789ab"}]},
+            "inputs must be distinct; repeated: corpus a-b-0123456789ab",
+        ),
     ],
 )
 def test_bad_values_name_the_key_and_the_value(changes: dict[str, Any], expected: str) -> None:
