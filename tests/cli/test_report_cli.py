@@ -25,7 +25,9 @@ TOKENS_PLOT = "report_tokens.png"
 REPORT_FILES = [*PLOTS, TOKENS_PLOT, "report.json", "REPORT.md"]
 
 
-def run_corpus(*args: str | os.PathLike[str]) -> subprocess.CompletedProcess[str]:
+def run_corpus(
+    *args: str | os.PathLike[str], env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """`corpus ARGS...` in a fresh interpreter; never raises on a non-zero exit."""
     return subprocess.run(
         [sys.executable, "-m", "corpus_assets.cli", *map(str, args)],
@@ -33,6 +35,7 @@ def run_corpus(*args: str | os.PathLike[str]) -> subprocess.CompletedProcess[str
         text=True,
         timeout=300,
         check=False,
+        env=env,
     )
 
 
@@ -202,3 +205,31 @@ def test_not_a_build_is_a_usage_error(built: Path, tmp_path: Path) -> None:
     assert run_corpus("report", raw).returncode == 64
     assert run_corpus("report", tmp_path).returncode == 64
     assert Counter(p.name for p in tmp_path.iterdir()) == Counter()
+
+
+def test_write_report_in_python_and_in_another_root_gives_the_same_bytes(
+    built: Path, tmp_path: Path
+) -> None:
+    from corpus_assets.core.stages.report import write_report
+
+    one, two = fresh_copy(built, tmp_path / "one"), fresh_copy(built, tmp_path / "two")
+    done = write_report(shards_of(one) / "_MANIFEST.json")
+    assert done.files[-1] == done.report == shards_of(one).resolve() / "REPORT.md"
+    assert [f.name for f in done.files] == REPORT_FILES
+    assert done.numbers == json.loads((shards_of(one) / "report.json").read_text("utf-8"))
+    assert done.numbers["tokens"]["manifest"] == str(
+        tokens_of(one).relative_to(one) / "_MANIFEST.json"
+    )
+    report(shards_of(two))
+    for name in REPORT_FILES:
+        assert (shards_of(one) / name).read_bytes() == (shards_of(two) / name).read_bytes(), name
+
+
+def test_matplotlib_writes_nothing_into_the_home_folder(built: Path, tmp_path: Path) -> None:
+    root = fresh_copy(built, tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MPL", "XDG_"))}
+    proc = run_corpus("report", shards_of(root), env={**env, "HOME": str(home)})
+    assert proc.returncode == 0, proc.stderr
+    assert list(home.iterdir()) == []
