@@ -233,3 +233,26 @@ def test_matplotlib_writes_nothing_into_the_home_folder(built: Path, tmp_path: P
     proc = run_corpus("report", shards_of(root), env={**env, "HOME": str(home)})
     assert proc.returncode == 0, proc.stderr
     assert list(home.iterdir()) == []
+
+
+def test_a_malformed_manifest_is_refused_with_nothing_written(built: Path, tmp_path: Path) -> None:
+    root = fresh_copy(built, tmp_path)
+    shutil.rmtree(root / "tokens")  # else the tokens build, built from the old manifest, refuses
+    folder = shards_of(root)
+    doc = manifest(folder)
+    doc["sources"] = [{"name": "tiny"}]  # verify_shards does not read sources; the report does
+    (folder / "_MANIFEST.json").write_text(json.dumps(doc), encoding="utf-8")
+    before = sorted(p.name for p in folder.iterdir())
+    proc = run_corpus("report", folder)
+    assert proc.returncode == 65, proc.stderr
+    assert "malformed manifest, no report written (KeyError" in proc.stderr
+    assert sorted(p.name for p in folder.iterdir()) == before
+
+
+def test_write_report_wants_the_shards_manifest(built: Path) -> None:
+    from corpus_assets.core.errors import ConfigError
+    from corpus_assets.core.stages.report import write_report
+
+    with pytest.raises(ConfigError, match="not a shards manifest"):
+        write_report(tokens_of(built) / "_MANIFEST.json")
+    assert not (shards_of(built) / "REPORT.md").exists()

@@ -193,8 +193,8 @@ def write_report(shards_manifest: Path, tokens_manifest: Path | None = None) -> 
     if there is one. Raises DataError (nothing written) when the build does not verify.
     """
     found = find_build(shards_manifest)
-    if found.shards_manifest != Path(shards_manifest).resolve():
-        raise ConfigError(f"{shards_manifest}: not a shards manifest")
+    if Path(shards_manifest).resolve() not in (found.shards_manifest, found.shards_manifest.parent):
+        raise ConfigError(f"{shards_manifest}: not a shards manifest (nor its folder)")
     if tokens_manifest is not None:
         found = Build(found.shards_manifest, found.root, Path(tokens_manifest).resolve())
     return write_build_report(found)
@@ -202,7 +202,13 @@ def write_report(shards_manifest: Path, tokens_manifest: Path | None = None) -> 
 
 def write_build_report(build: Build) -> ReportResult:
     """`write_report` of a build found by `find_build`."""
-    numbers = collect(build)
+    try:
+        numbers = collect(build)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise DataError(
+            f"{build.shards_manifest}: malformed manifest, no report written "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
     plots = all_plots(numbers)
     text = render(numbers, list(plots)).encode("utf-8")
     folder = build.shards_manifest.parent
