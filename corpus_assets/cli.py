@@ -164,6 +164,30 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from corpus_assets.core.stages.report import find_build, write_build_report
+
+    path = Path(args.path)
+    if not path.exists():
+        raise _usage(f"{path}: no such file or folder")
+    done = write_build_report(find_build(path))
+    numbers = done.numbers
+    tokens = numbers["tokens"]
+    summary = {
+        "build_id": numbers["build_id"],
+        "report": str(done.report),
+        "files": [str(f) for f in done.files],
+        "documents_in": numbers["counts"]["documents_in"],
+        "documents_out": numbers["counts"]["documents_out"],
+        "dropped": sum(numbers["dropped"].values()),
+        "duplicates": numbers["duplicates"],
+        "pii": sum(numbers["pii"].values()),
+        "tokens": None if tokens is None else tokens["tokens"],
+    }
+    print(json.dumps(summary, sort_keys=True, ensure_ascii=False), flush=True)
+    return EXIT_OK
+
+
 def cmd_tasks(args: argparse.Namespace) -> int:
     from corpus_assets.dagster_report import pipes_if_launched, task_metadata
     from corpus_assets.tasks.run import run_command
@@ -254,6 +278,11 @@ def _parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="verify a manifest (or the folder holding it) and its files")
     v.add_argument("path", help="a _MANIFEST.json / _SOURCE.json or its folder")
     v.set_defaults(func=cmd_verify)
+    rp = sub.add_parser(
+        "report", help="write REPORT.md, plots and report.json beside a verified build's shards"
+    )
+    rp.add_argument("path", help="a shards or tokens _MANIFEST.json, or its folder")
+    rp.set_defaults(func=cmd_report)
     _add_tasks_command(sub)
     e = sub.add_parser(
         "export-hf", help="export a corpus build or a task snapshot as a Hugging Face dataset"

@@ -131,11 +131,16 @@ def _execute(
             yield future.result()
 
 
-def run_task(cfg: LoadedConfig, task: Task, task_dir: Path) -> TaskOutput:
-    """Filter one row group; write survivors, their exact keys and signatures, then the marker."""
-    table = pq.ParquetFile(task.part).read_row_group(
+def read_task(task: Task) -> pa.Table:
+    """The raw documents of one task, as the shard stage reads them (also `corpus report`)."""
+    return pq.ParquetFile(task.part).read_row_group(
         task.row_group, columns=["id", "text", "source", "license"]
     )
+
+
+def run_task(cfg: LoadedConfig, task: Task, task_dir: Path) -> TaskOutput:
+    """Filter one row group; write survivors, their exact keys and signatures, then the marker."""
+    table = read_task(task)
     keep_filter = make_filter(cfg.model.filters)
     dropped: Counter[str] = Counter()
     rows: list[int] = []

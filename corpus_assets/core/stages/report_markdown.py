@@ -1,0 +1,122 @@
+"""REPORT.md of `corpus report`: title, config, counts, the plots and how to read each."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+HOW_TO_READ = {
+    "report_lengths.png": (
+        "Document length before and after filtering",
+        "Characters per document (Unicode code points, the unit of `min_chars`/`max_chars`), "
+        "on a log axis. *Before*: every document the shard stage read from the raw cache, "
+        "normalized as the filters see it. *After*: the rows of the shards, after filters, "
+        "dedup and PII scrubbing. Mass missing from the left or right of *after* is what the "
+        "length filters cut; a lower curve of the same shape is what dedup removed.",
+    ),
+    "report_drops.png": (
+        "Drops by filter reason",
+        "Documents dropped by each quality filter (the manifest's `dropped`). Each document is "
+        "counted once, under the first check it fails. A reason that dominates may mean a "
+        "threshold is too strict for this source.",
+    ),
+    "report_duplicates.png": (
+        "Duplicates",
+        "*exact*: documents removed as copies of an earlier one (same normalized text); "
+        "*near*: removed as MinHash near copies; *partial*: near copies kept with only their "
+        "new paragraphs. Exact and near copies, with the filter drops, make up "
+        "`documents_in` − `documents_out`; partial copies stay in the shards.",
+    ),
+    "report_pii.png": (
+        "PII by kind",
+        "Occurrences of emails, IP addresses and phone numbers replaced by placeholders in the "
+        "documents that were kept.",
+    ),
+    "report_tokens.png": (
+        "Tokens per document",
+        "Tokens per document of the tokens build (EOS included), from the `.idx` offsets, on "
+        "a log axis. The documents add up to the shards' rows, the tokens to the build's total.",
+    ),
+}
+
+
+def human_bytes(n: int | None) -> str:
+    """1536 -> '1.5 KiB'; None -> '–'."""
+    if n is None:
+        return "–"
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def _rows(numbers: Mapping[str, Any]) -> list[tuple[str, str]]:
+    c = numbers["counts"]
+    before, after = numbers["lengths"]["before"], numbers["lengths"]["after"]
+    rows = [
+        ("documents in (read from raw)", f"{c['documents_in']:,}"),
+        ("documents out (in the shards)", f"{c['documents_out']:,}"),
+        ("dropped by filters", f"{sum(numbers['dropped'].values()):,}"),
+        ("exact / near duplicates removed", "{exact:,} / {near:,}".format(**numbers["duplicates"])),
+        ("partial copies cut", f"{numbers['duplicates']['partial']:,}"),
+        ("PII replaced", f"{sum(numbers['pii'].values()):,}"),
+        ("text in", human_bytes(c["text_bytes_in"])),
+        ("text out", human_bytes(c["text_bytes_out"])),
+        ("shards", f"{c['shards']:,} files, {human_bytes(c['shard_bytes'])}"),
+        ("mean characters before / after", f"{before['mean']} / {after['mean']}"),
+    ]
+    t = numbers["tokens"]
+    if t is not None:
+        rows += [
+            ("tokenizer", f"`{t['tokenizer']}` (vocab {t['vocab_size']:,}, {t['dtype']})"),
+            ("tokens", f"{t['tokens']:,} in {t['documents']:,} documents"),
+            ("token files", human_bytes(t["file_bytes"])),
+        ]
+    return rows
+
+
+def _table(title: str, counts: Mapping[str, int]) -> list[str]:
+    lines = [f"| {title} | count |", "|---|---:|"]
+    lines += [f"| {k} | {v:,} |" for k, v in counts.items()] or ["| (none) | 0 |"]
+    return lines
+
+
+def render(numbers: Mapping[str, Any], plots: list[str]) -> str:
+    """The Markdown text of the report; plots embedded by their names (same folder)."""
+    title = f"# Build report: {numbers['dataset']} {numbers['version']} ({numbers['build_id']})"
+    config = json.dumps(numbers["config"], indent=2, sort_keys=True, ensure_ascii=False)
+    lines = [
+        title,
+        "",
+        f"Config sha256 `{numbers['config_sha256']}`; made from the shards manifest with "
+        f"sha256 `{numbers['shards_manifest_sha256']}`. The numbers are in `report.json`.",
+        "",
+        "## Config",
+        "",
+        "```json",
+        config,
+        "```",
+        "",
+        "## Counts",
+        "",
+        "| | |",
+        "|---|---:|",
+        *[f"| {k} | {v} |" for k, v in _rows(numbers)],
+        "",
+        *_table("drop reason", numbers["dropped"]),
+        "",
+        *_table("duplicates", numbers["duplicates"]),
+        "",
+        *_table("PII kind", numbers["pii"]),
+        "",
+        "## Plots",
+    ]
+    for name in plots:
+        heading, how = HOW_TO_READ[name]
+        lines += ["", f"### {heading}", "", f"![{heading}]({name})", "", f"How to read this: {how}"]
+    if numbers["tokens"] is None:
+        lines += ["", "No tokens build was found: run the tokenize stage for tokens per document."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,107 @@
+"""The PNG plots of `corpus report`, drawn with matplotlib's Agg canvas into bytes.
+
+Byte-stable: a fixed size and dpi, no `Software` (or any other) PNG text chunk, the fonts
+matplotlib ships with; the same numbers give the same bytes with the same matplotlib
+(`tests/cli/test_report_cli.py` reports a build twice and compares). matplotlib is imported
+only when a plot is drawn, with MPLCONFIGDIR pointed at a temporary folder unless it is set,
+so nothing is written into the home directory.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+SIZE_IN = (7.0, 4.0)
+DPI = 100
+BLUE, ORANGE = "#1f77b4", "#ff7f0e"
+
+
+def _figure() -> tuple[Figure, Axes]:
+    os.environ.setdefault(
+        "MPLCONFIGDIR", os.path.join(tempfile.gettempdir(), f"corpus-mpl-{os.getuid()}")
+    )
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=SIZE_IN, dpi=DPI)
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot()
+
+
+def _png(fig: Figure) -> bytes:
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def histogram_plot(
+    title: str, xlabel: str, edges: Sequence[int], series: Mapping[str, Sequence[int]]
+) -> bytes:
+    """Step histograms sharing `edges` (log x axis, linear below 1), one per named series."""
+    fig, ax = _figure()
+    for (label, counts), color in zip(series.items(), (BLUE, ORANGE), strict=False):
+        total = sum(counts)
+        if edges:
+            ax.stairs(counts, edges, label=f"{label} ({total:,})", color=color, linewidth=1.5)
+    ax.set_xscale("symlog", linthresh=1)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("documents")
+    if series and edges:
+        ax.legend()
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def bar_plot(title: str, counts: Mapping[str, int], ylabel: str = "documents") -> bytes:
+    """One bar per key, its count written above it."""
+    fig, ax = _figure()
+    from matplotlib.ticker import MaxNLocator
+
+    names, values = list(counts), [counts[k] for k in counts]
+    bars = ax.bar(names, values, color=BLUE)
+    ax.bar_label(bars, labels=[f"{v:,}" for v in values])
+    if not names:
+        ax.text(0.5, 0.5, "none", ha="center", va="center", transform=ax.transAxes)
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(0, max([*values, 1]) * 1.15)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.tick_params(axis="x", labelrotation=20 if len(names) > 3 else 0)
+    ax.grid(axis="y", alpha=0.3)
+    return _png(fig)
+
+
+def all_plots(numbers: Mapping[str, Any]) -> dict[str, bytes]:
+    """File name → PNG bytes for every plot of the report's numbers."""
+    lengths = numbers["lengths"]
+    plots = {
+        "report_lengths.png": histogram_plot(
+            "Document length before and after filtering",
+            "characters per document",
+            lengths["edges"],
+            {"before": lengths["before"]["counts"], "after": lengths["after"]["counts"]},
+        ),
+        "report_drops.png": bar_plot("Documents dropped by filter reason", numbers["dropped"]),
+        "report_duplicates.png": bar_plot("Duplicates removed or cut", numbers["duplicates"]),
+        "report_pii.png": bar_plot("PII replaced, by kind", numbers["pii"], "occurrences"),
+    }
+    tokens = numbers["tokens"]
+    if tokens is not None:
+        per_doc = tokens["per_document"]
+        plots["report_tokens.png"] = histogram_plot(
+            "Tokens per document (EOS included)",
+            "tokens per document",
+            per_doc["edges"],
+            {"documents": per_doc["counts"]},
+        )
+    return plots
