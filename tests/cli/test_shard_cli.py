@@ -137,7 +137,7 @@ def test_disallowed_license_exits_65_before_anything(tmp_path: Path) -> None:
     assert not (root / "corpus").exists() and not (root / "work").exists()
 
 
-def test_unfetched_source_exits_65(tmp_path: Path) -> None:
+def test_unfetched_source_exits_64_naming_raw(tmp_path: Path) -> None:
     cfg = config(tmp_path, tiny_source())
     proc = corpus(
         "run",
@@ -278,3 +278,12 @@ def test_copies_that_differ_only_in_pii_are_exact_duplicates(tmp_path: Path) -> 
     assert [r["id"] for r in rows] == ["first", "other"]
     assert rows[0]["text"] == letter.format("<EMAIL>")
     assert m["duplicates"]["exact"] == 1 and m["pii"]["email"] == 1
+
+
+def test_filters_that_drop_every_document_publish_an_empty_build(tmp_path: Path) -> None:
+    cfg = config(tmp_path, tiny_source() + "[filters]\nmin_chars = 1000000\n")
+    out = build(cfg, tmp_path / "root")
+    assert out["documents_out"] == 0
+    assert out["documents_in"] == sum(out["dropped"].values())  # type: ignore[union-attr]
+    manifest = next((tmp_path / "root").glob("corpus/t/v1/*/_MANIFEST.json"))
+    assert corpus("verify", str(manifest)).returncode == 0

@@ -155,7 +155,7 @@ def run_task(cfg: LoadedConfig, task: Task, task_dir: Path) -> TaskOutput:
             texts.append(text)
         else:
             dropped[reason] += 1
-    _write_task(cfg, table.take(rows), texts, task_dir, task.index)
+    _write_task(cfg, table.take(pa.array(rows, pa.int64())), texts, task_dir, task.index)
     out = TaskOutput(task.index, table.num_rows, bytes_in, len(rows), dict(sorted(dropped.items())))
     write_json(
         task_path(task_dir, task.index, ".done"), {**asdict(out), "code_version": CODE_VERSION}
