@@ -65,7 +65,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         emit = _emit if pipes is None else pipes.tee(_emit)
         result = run_stage(args.stage, Path(args.config), root, workers=args.workers, emit=emit)
         if pipes is not None:
-            pipes.materialized(result, root.resolve())
+            from corpus_assets.core.config import load_config
+
+            config = json.loads(load_config(args.config).canonical)
+            pipes.materialized(result, root.resolve(), config)
     _print_json(result)
     return EXIT_OK
 

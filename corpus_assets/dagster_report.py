@@ -33,10 +33,13 @@ class Reporter:
 
         return both
 
-    def materialized(self, summary: dict[str, Any], root: Path) -> None:
+    def materialized(
+        self, summary: dict[str, Any], root: Path, config: dict[str, Any] | None = None
+    ) -> None:
         manifest = summary.get("manifest")
         version = _file_sha256(root / manifest) if isinstance(manifest, str) else None
-        self.report(summary_metadata(summary, root), version)
+        metadata = summary_metadata(summary, root) | provenance_metadata(summary, root, config)
+        self.report(metadata, version)
 
     def report(self, metadata: Metadata, data_version: str | None) -> None:
         """One asset materialization with this metadata and data version."""
@@ -76,6 +79,107 @@ def summary_metadata(summary: dict[str, Any], root: Path) -> Metadata:
             md[key] = _scalar(value)
     _derived(summary, md)
     return md
+
+
+SHARD_COLUMNS = (
+    ("id", "string", "the document id: the source's id field, else source name and row"),
+    ("text", "string", "the filtered, PII-scrubbed text"),
+    ("source", "string", "the config's name for the source"),
+    ("license", "string", "the source's license"),
+)
+
+
+def provenance_metadata(
+    summary: dict[str, Any], root: Path, config: dict[str, Any] | None
+) -> Metadata:
+    """What a person asks of a build: which config, which inputs, which files, sizes."""
+    md: Metadata = {}
+    if config is not None:
+        text = json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False)
+        md["config"] = _v(f"```json\n{text}\n```", "md")
+        md["build"] = _v(
+            f"{config.get('dataset')} {config.get('version')}: build {summary.get('build_id')}",
+            "text",
+        )
+    stage = summary.get("stage")
+    if stage == "fetch":
+        md["sources"] = _fetched_sources(summary, root)
+    manifest = summary.get("manifest")
+    if isinstance(manifest, str) and (root / manifest).is_file():
+        doc = json.loads((root / manifest).read_text(encoding="utf-8"))
+        md["manifest_sha256"] = _v(_file_sha256(root / manifest), "text")
+        md["files"] = _files_table(doc.get("shards") or doc.get("files") or [], stage == "tokenize")
+        if stage == "shard":
+            md["dagster/column_schema"] = _v(
+                {
+                    "columns": [
+                        {"name": n, "type": t, "description": d} for n, t, d in SHARD_COLUMNS
+                    ]
+                },
+                "table_schema",
+            )
+    for key in ("text_bytes_out", "text_bytes"):
+        if isinstance(summary.get(key), int):
+            md[key.replace("bytes", "size")] = _v(human_size(summary[key]), "text")
+    return md
+
+
+def human_size(count: int) -> str:
+    """`123 B`, `118.2 KiB`, `3.4 MiB`, ... (powers of 1024, one decimal)."""
+    size, unit = float(count), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            break
+        size /= 1024
+    return f"{count} B" if unit == "B" else f"{size:.1f} {unit}"
+
+
+def _fetched_sources(summary: dict[str, Any], root: Path) -> dict[str, Any]:
+    """Per fetched source: name, license, path, input sha256, documents, size."""
+    rows = []
+    for source in summary.get("sources", []):
+        record = root / "raw" / str(source.get("source_key")) / "_SOURCE.json"
+        doc = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
+        spec = doc.get("spec", {})
+        rows.append(
+            {
+                "name": doc.get("source"),
+                "license": doc.get("license"),
+                "path": spec.get("path") or spec.get("hf") or spec.get("url"),
+                "input_sha256": doc.get("input_sha256"),
+                "documents": source.get("documents"),
+                "size": human_size(int(source.get("text_bytes", 0))),
+                "cached": bool(source.get("cached")),
+            }
+        )
+    columns = [
+        ("name", "string"),
+        ("license", "string"),
+        ("path", "string"),
+        ("input_sha256", "string"),
+        ("documents", "int"),
+        ("size", "string"),
+        ("cached", "bool"),
+    ]
+    return _table(rows, columns)
+
+
+def _files_table(files: list[dict[str, Any]], tokens: bool) -> dict[str, Any]:
+    """One row per shard or token file: name, documents, tokens, size, sha256."""
+    rows = [
+        {
+            "name": f.get("name"),
+            "documents": f.get("rows", f.get("documents")),
+            **({"tokens": f.get("tokens")} if tokens else {}),
+            "size": human_size(int(f.get("bytes", 0))),
+            "sha256": f.get("sha256"),
+        }
+        for f in files
+    ]
+    columns = [("name", "string"), ("documents", "int")]
+    columns += [("tokens", "int")] if tokens else []
+    columns += [("size", "string"), ("sha256", "string")]
+    return _table(rows, columns)
 
 
 def task_metadata(snapshot: Path) -> Metadata:

@@ -19,6 +19,7 @@ from corpus_assets.assets.task_dataset import task_dataset
 from corpus_assets.core.errors import CorpusError
 from corpus_assets.core.store.atomic import MANIFEST
 from corpus_assets.core.store.digests import file_sha256
+from corpus_assets.core.version import CODE_VERSION
 from corpus_assets.resources.configs import ConfigStore
 from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.resources.task_configs import TaskConfigStore
@@ -50,6 +51,7 @@ def _failure(exc: CorpusError) -> dg.Failure:
 
 
 @dg.asset(
+    code_version=CODE_VERSION,
     partitions_def=corpus_configs,
     group_name="exports",
     deps=[shards],
@@ -88,6 +90,7 @@ def corpus_hf(
 
 
 @dg.asset(
+    code_version=CODE_VERSION,
     partitions_def=task_configs,
     group_name="exports",
     deps=[task_dataset],

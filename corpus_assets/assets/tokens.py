@@ -7,12 +7,14 @@ import dagster as dg
 from corpus_assets.assets.partitions import corpus_configs
 from corpus_assets.assets.policies import STAGE_RETRY
 from corpus_assets.assets.shards import shards
+from corpus_assets.core.version import CODE_VERSION
 from corpus_assets.resources.configs import ConfigStore
 from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.resources.stage_runner import StageRunner
 
 
 @dg.asset(
+    code_version=CODE_VERSION,
     partitions_def=corpus_configs,
     group_name="corpus",
     deps=[shards],

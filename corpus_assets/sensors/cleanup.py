@@ -146,6 +146,8 @@ def sensor_request(
 
 @dg.run_failure_sensor(
     name=FAILURE_SENSOR,
+    description="Cleans up the partition of a build that failed for good after its shard stage "
+    "started: one corpus_cleanup run per failed run (never raw, never task runs).",
     request_job=corpus_cleanup,
     monitor_all_code_locations=True,
     minimum_interval_seconds=5,
@@ -162,6 +164,7 @@ def corpus_cleanup_on_failure(
 
 @dg.run_status_sensor(
     name=CANCEL_SENSOR,
+    description="Cleans up the partition of a build cancelled after its shard stage started.",
     run_status=dg.DagsterRunStatus.CANCELED,
     request_job=corpus_cleanup,
     monitor_all_code_locations=True,

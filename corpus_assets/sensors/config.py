@@ -18,6 +18,8 @@ CONFIG_SUFFIXES = (".toml", ".json")
 
 @dg.sensor(
     name="corpus_config_sensor",
+    description="Registers each new or changed config dropped into <root>/inbox and requests "
+    "one build of it; a config that fails its pre-flight check is logged and skipped.",
     job=corpus_build,
     minimum_interval_seconds=10,
     default_status=dg.DefaultSensorStatus.RUNNING,

@@ -14,6 +14,8 @@ SENSOR = "corpus_dead_runs"
 
 @dg.sensor(
     name=SENSOR,
+    description="Marks FAILED every STARTING or STARTED run on this host whose process is gone "
+    "(so the cleanup sensors can act on it).",
     minimum_interval_seconds=5,
     default_status=dg.DefaultSensorStatus.RUNNING,
 )

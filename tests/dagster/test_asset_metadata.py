@@ -1,0 +1,89 @@
+"""What the assets tell a person in the UI: the config, the inputs, the files, code versions."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from corpus_assets import dagster_build
+from corpus_assets.core.config import load_config
+from corpus_assets.core.store.layout import Layout
+from corpus_assets.core.version import CODE_VERSION
+from corpus_assets.dagster_report import human_size
+from corpus_assets.definitions import defs
+
+
+def _latest(instance: dg.DagsterInstance, asset: str, key: str) -> dict[str, Any]:
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[key]), limit=1
+    ).records
+    materialization = records[0].asset_materialization
+    assert materialization is not None
+    return {k: v.value for k, v in materialization.metadata.items()}
+
+
+def test_materializations_carry_config_sources_files_and_schema(
+    example: Path, root: Path, instance: dg.DagsterInstance
+) -> None:
+    result = dagster_build.build(example, root, instance)
+    assert result.exit_code == 0, result.summary
+    cfg = load_config(example)
+    key, layout = cfg.partition_key, Layout(root.resolve())
+    raw = _latest(instance, "raw", key)
+    assert json.loads(raw["config"].split("\n", 1)[1].rsplit("```", 1)[0]) == json.loads(
+        cfg.canonical
+    )
+    assert raw["build"] == f"tiny-stories v1: build {cfg.build_id}"
+    (source,) = raw["sources"].records
+    record = json.loads(next(layout.raw.glob("tiny-*/_SOURCE.json")).read_text())
+    assert source.data["name"] == "tiny" and source.data["license"] == "cc0-1.0"
+    assert source.data["path"] == "tiny/docs.jsonl"
+    assert source.data["input_sha256"] == record["input_sha256"]
+
+    shards = _latest(instance, "shards", key)
+    manifest = layout.shards(cfg) / "_MANIFEST.json"
+    doc = json.loads(manifest.read_text())
+    assert shards["manifest_sha256"] == hashlib.sha256(manifest.read_bytes()).hexdigest()
+    rows = [r.data for r in shards["files"].records]
+    assert [(r["name"], r["documents"], r["sha256"]) for r in rows] == [
+        (s["name"], s["rows"], s["sha256"]) for s in doc["shards"]
+    ]
+    assert rows[0]["size"] == human_size(doc["shards"][0]["bytes"])
+    assert [c.name for c in shards["dagster/column_schema"].columns] == [
+        "id",
+        "text",
+        "source",
+        "license",
+    ]
+    assert shards["text_size_out"] == human_size(doc["text_bytes_out"])
+    tokens = _latest(instance, "tokens", key)
+    token_rows = [r.data for r in tokens["files"].records]
+    assert {r["name"].rsplit(".", 1)[1] for r in token_rows} == {"bin", "idx"}
+    assert sum(r["tokens"] for r in token_rows if r["name"].endswith(".bin")) == tokens["tokens"]
+
+
+def test_human_sizes() -> None:
+    assert [human_size(n) for n in (0, 1023, 1024, 118_980, 5 * 2**20, 3 * 2**40)] == [
+        "0 B",
+        "1023 B",
+        "1.0 KiB",
+        "116.2 KiB",
+        "5.0 MiB",
+        "3.0 TiB",
+    ]
+
+
+def test_every_asset_has_a_code_version_and_every_sensor_and_job_a_description() -> None:
+    graph = defs.resolve_asset_graph()
+    for key in graph.get_all_asset_keys():
+        assert defs.resolve_assets_def(key).code_versions_by_key[key] == CODE_VERSION, key
+    for sensor in ("corpus_config_sensor", "corpus_cleanup_on_failure"):
+        assert defs.resolve_sensor_def(sensor).description
+    for sensor in ("corpus_cleanup_on_cancel", "corpus_dead_runs"):
+        assert defs.resolve_sensor_def(sensor).description
+    for job in ("corpus_build", "task_build", "corpus_cleanup"):
+        assert defs.resolve_job_def(job).description
