@@ -147,6 +147,25 @@ def cmd_build(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    """`corpus check CONFIG|PARTITION`: the build's checks again, reported to the instance."""
+    from corpus_assets import dagster_build
+    from corpus_assets.core.config import load_config
+
+    root = _root(args)
+    target = Path(args.target)
+    key = load_config(target).partition_key if target.is_file() else args.target
+    with dagster_build.instance_for(root) as instance:
+        outcomes = dagster_build.recheck(instance, root, key)
+    _print_json({"partition_key": key, "checks": outcomes})
+    failed = [name for name, outcome in outcomes.items() if outcome == "failed"]
+    if failed:
+        from corpus_assets.core.errors import DataError
+
+        raise DataError(f"checks failed on {key}: {', '.join(failed)}")
+    return EXIT_OK
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     from corpus_assets import dagster_build
 
@@ -341,6 +360,11 @@ def _add_dagster_commands(sub: Any) -> None:
     g.add_argument("file", help="config file (.toml or .json)")
     _add_root(g)
     g.set_defaults(func=cmd_register)
+
+    k = sub.add_parser("check", help="run a built partition's checks again (no rebuild)")
+    k.add_argument("target", help="the config file, or its partition key")
+    _add_root(k)
+    k.set_defaults(func=cmd_check)
 
     u = sub.add_parser("ui", help="start the Dagster UI and daemon (dagster dev) on this data root")
     _add_root(u)

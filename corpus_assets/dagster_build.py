@@ -27,9 +27,9 @@ from corpus_assets.core.store.layout import Layout
 from corpus_assets.dagster_compensate import compensating
 from corpus_assets.dagster_dead_runs import mark_dead_runs, process_tags
 from corpus_assets.dagster_instance import dagster_home, ensure_home, open_instance
-from corpus_assets.dagster_output import BuildOutput
+from corpus_assets.dagster_output import QUIET_LOGS, BuildOutput
 from corpus_assets.definitions import build_defs
-from corpus_assets.jobs import BUILD_JOB, TASK_JOB
+from corpus_assets.jobs import BUILD_JOB, RECHECK_JOB, TASK_JOB
 from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.resources.stage_runner import StageRunner
 from corpus_assets.tasks import registry as registry_tasks
@@ -282,6 +282,29 @@ def _exit_code(result: dg.ExecuteInProcessResult) -> int:
         if data.error is not None and data.error.cls_name == "DagsterAssetCheckFailedError":
             return EXIT_DATA
     return 1
+
+
+def recheck(instance: dg.DagsterInstance, root: Path, partition_key: str) -> dict[str, str]:
+    """Run the `corpus_recheck` job of a partition in process; per check its outcome."""
+    registry.path_for(Layout(root.resolve()), partition_key)  # ConfigError if unregistered
+    defs = build_defs(paths=CorpusPaths(root=str(root.resolve())))
+    config = {"ops": {"recheck_partition": {"config": {"partition_key": partition_key}}}}
+    result = defs.resolve_job_def(RECHECK_JOB).execute_in_process(
+        instance=instance,
+        run_config={**config, **QUIET_LOGS},
+        raise_on_error=False,
+        tags=process_tags(),
+    )
+    outcomes = dict.fromkeys(checks.CHECK_NAMES, "not materialized")
+    records = instance.get_records_for_run(
+        result.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
+    ).records
+    for record in records:
+        event = record.event_log_entry.dagster_event
+        evaluation = event.event_specific_data if event is not None else None
+        if isinstance(evaluation, dg.AssetCheckEvaluation):
+            outcomes[evaluation.check_name] = "passed" if evaluation.passed else "failed"
+    return dict(sorted(outcomes.items()))
 
 
 def ui(root: Path, host: str, port: int) -> NoReturn:

@@ -15,7 +15,7 @@ from corpus_assets.assets.raw import raw
 from corpus_assets.assets.shards import shards
 from corpus_assets.assets.task_dataset import task_dataset
 from corpus_assets.assets.tokens import tokens
-from corpus_assets.jobs import corpus_build, corpus_cleanup, task_build
+from corpus_assets.jobs import corpus_build, corpus_cleanup, corpus_recheck, task_build
 from corpus_assets.resources.configs import ConfigStore
 from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.resources.stage_runner import StageRunner
@@ -33,7 +33,7 @@ def build_defs(
     return dg.Definitions(
         assets=[raw, shards, tokens, task_dataset, corpus_hf, task_hf],
         asset_checks=[*checks.ALL_CHECKS, task_checks.task_dataset_checks],
-        jobs=[corpus_build, task_build, corpus_cleanup],
+        jobs=[corpus_build, task_build, corpus_cleanup, corpus_recheck],
         sensors=[
             corpus_config_sensor,
             corpus_cleanup_on_failure,

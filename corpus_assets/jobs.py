@@ -14,6 +14,7 @@ from corpus_assets.resources.stage_runner import StageRunner
 BUILD_JOB = "corpus_build"
 CLEANUP_JOB = "corpus_cleanup"
 TASK_JOB = "task_build"
+RECHECK_JOB = "corpus_recheck"
 BUILD_ASSETS = dg.AssetSelection.groups("corpus")
 TASK_ASSETS = dg.AssetSelection.groups("tasks")
 # Step failures have retry policies; a run retry (when dagster/max_retries is set) is for a crashed
@@ -67,6 +68,40 @@ def cleanup_partition(
         f"wiped {', '.join(k.to_user_string() for k in CLEANED_ASSETS)} "
         f"materializations of {config.partition_key}"
     )
+
+
+class RecheckConfig(dg.Config):
+    """Which partition's checks to run again."""
+
+    partition_key: str
+
+
+@dg.op
+def recheck_partition(
+    context: dg.OpExecutionContext, config: RecheckConfig, paths: CorpusPaths
+) -> None:
+    """Run the shards and tokens checks of the partition as built now (no rebuild)."""
+    from corpus_assets.dagster_checks import recheck
+
+    done = recheck(context.instance, paths.root_path(), config.partition_key, context.log_event)  # type: ignore[arg-type]  # log_event records AssetCheckEvaluations too
+    for name, outcome in done.outcomes.items():
+        context.log.info(f"{name}: {outcome}")
+    failed = [name for name, outcome in done.outcomes.items() if outcome == "failed"]
+    if failed:
+        raise dg.Failure(
+            f"checks failed on {config.partition_key}: {', '.join(failed)}", allow_retries=False
+        )
+
+
+@dg.job(
+    name=RECHECK_JOB,
+    executor_def=dg.in_process_executor,
+    description="Run the checks of one built partition again, without rebuilding it "
+    "(config: ops.recheck_partition.config.partition_key).",
+)
+def corpus_recheck() -> None:
+    """Re-run one partition's checks."""
+    recheck_partition()
 
 
 @dg.job(name=CLEANUP_JOB, executor_def=dg.in_process_executor)
