@@ -15,13 +15,12 @@ Report paths resolve against `config_dir` (the job config's folder, which the ex
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from corpus_assets.recipes.report_index import ReportIndex
 from corpus_assets.tasks.calibration import (
-    Attempt,
     CalibrationBatch,
     CalibrationContext,
     CalibrationError,
@@ -64,7 +63,9 @@ class RecordedResponses:
     def __init__(self, identity: dict[str, str], reports: list[list[Path]]) -> None:
         self.identity = identity
         self.reports = reports
-        self._loaded: tuple[int, dict[tuple[str, int], Attempt], dict[str, JSON]] | None = None
+        self._index = ReportIndex()
+        self._batch: int | None = None  # the batch whose reports the index holds
+        self._provenance: dict[str, JSON] = {}
 
     def source_files(self) -> list[Path]:
         """The report files: part of the job's resume identity (a changed report is refused)."""
@@ -73,23 +74,22 @@ class RecordedResponses:
     async def __call__(
         self, tasks: Sequence[PublicTask], context: CalibrationContext
     ) -> CalibrationBatch:
-        wanted = list(context.batch_task_ids) or [t.task_id for t in tasks]
-        if self._loaded is None or self._loaded[0] != context.batch_index:
-            self._loaded = (context.batch_index, *self._load(wanted, context))
-        _, pairs, provenance = self._loaded
+        if self._batch != context.batch_index:
+            self._batch = None
+            wanted = list(context.batch_task_ids) or [t.task_id for t in tasks]
+            self._provenance = self._load(wanted, context)
+            self._batch = context.batch_index
         try:
-            attempts = [pairs[(t.task_id, r)] for t in tasks for r in range(context.repeats)]
+            attempts = self._index.attempts([t.task_id for t in tasks], context.repeats)
         except KeyError as exc:
             raise CalibrationError(
                 f"recorded_responses: task {exc.args[0][0]!r} was asked about but is not a "
                 f"candidate of batch {context.batch_index}"
             ) from None
-        return CalibrationBatch(tuple(attempts), provenance)
+        return CalibrationBatch(tuple(attempts), self._provenance)
 
-    def _load(
-        self, wanted: list[str], context: CalibrationContext
-    ) -> tuple[dict[tuple[str, int], Attempt], dict[str, JSON]]:
-        """The batch's reports, checked: attempts by (task, repeat), and their provenance."""
+    def _load(self, wanted: list[str], context: CalibrationContext) -> dict[str, JSON]:
+        """Index the batch's reports, checked; their provenance."""
         if context.batch_index >= len(self.reports):
             raise CalibrationError(
                 f"recorded_responses: no reports for batch {context.batch_index} "
@@ -101,11 +101,13 @@ class RecordedResponses:
                 f"recorded_responses: batch {context.batch_index} has {len(files)} report(s); "
                 f"calibration.repeats is {context.repeats}"
             )
-        attempts: list[Attempt] = []
+        self._index.reset(wanted)
         provenance: list[dict[str, JSON]] = []
         trials: dict[str, Path] = {}
         for repeat, path in enumerate(files):
-            report, digest = _read(path)
+            text, digest = _read(path)
+            report = self._index.load(text, path, repeat)
+            del text
             self._check(report, path, context.batch_index, repeat)
             trial = report["trial_id"]
             if trial in trials:
@@ -114,12 +116,10 @@ class RecordedResponses:
                     "repeats of a batch need distinct trial ids"
                 )
             trials[trial] = path
-            attempts.extend(_attempts(report, path, wanted, repeat))
             provenance.append(
                 {"path": str(path), "sha256": digest, "trial_id": trial, "repeat": repeat}
             )
-        pairs = {(a.task_id, a.repeat): a for a in attempts}
-        return pairs, {**self.identity, "kind": "recorded_responses", "reports": provenance}
+        return {**self.identity, "kind": "recorded_responses", "reports": provenance}
 
     def _check(self, report: dict[str, Any], path: Path, batch: int, repeat: int) -> None:
         for key, want in (*self.identity.items(), ("batch", batch), ("repeat", repeat)):
@@ -133,45 +133,13 @@ class RecordedResponses:
             raise CalibrationError(f"report {path}: field 'results' must be a list")
 
 
-def _read(path: Path) -> tuple[dict[str, Any], str]:
+def _read(path: Path) -> tuple[str, str]:
+    """The report's text and the sha256 of its bytes."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise CalibrationError(f"report {path}: cannot read it ({exc.strerror})") from None
     try:
-        report = json.loads(data)
-    except ValueError as exc:
-        raise CalibrationError(f"report {path}: not JSON ({exc})") from None
-    if not isinstance(report, dict):
-        raise CalibrationError(f"report {path}: must be a JSON object")
-    return report, hashlib.sha256(data).hexdigest()
-
-
-def _attempts(report: dict[str, Any], path: Path, wanted: list[str], repeat: int) -> list[Attempt]:
-    """The report's results as attempts in request order; they must cover exactly `wanted`."""
-    by_id: dict[str, Attempt] = {}
-    for index, result in enumerate(report["results"]):
-        if not isinstance(result, dict) or not isinstance(result.get("task_id"), str):
-            raise CalibrationError(f"report {path}: results[{index}] needs a string 'task_id'")
-        task_id = result["task_id"]
-        if task_id in by_id:
-            raise CalibrationError(f"report {path}: task {task_id!r} appears twice in results")
-        reason = result.get("failure_reason")
-        if reason is not None and not isinstance(reason, str):
-            raise CalibrationError(
-                f"report {path}: results[{index}] field 'failure_reason' must be a string or null"
-            )
-        by_id[task_id] = Attempt(task_id, repeat, result.get("response"), reason)
-    missing = [t for t in wanted if t not in by_id]
-    if missing:
-        raise CalibrationError(
-            f"report {path}: field 'results' does not cover task {missing[0]!r} "
-            f"({len(missing)} of the batch's candidate task(s) missing)"
-        )
-    extra = sorted(set(by_id) - set(wanted))
-    if extra:
-        raise CalibrationError(
-            f"report {path}: field 'results' has task {extra[0]!r}, which is not a candidate "
-            "of this batch (work/batch-N-candidates.jsonl)"
-        )
-    return [by_id[t] for t in wanted]
+        return data.decode("utf-8"), hashlib.sha256(data).hexdigest()
+    except UnicodeDecodeError as exc:
+        raise CalibrationError(f"report {path}: not UTF-8 ({exc.reason})") from None

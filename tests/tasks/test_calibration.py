@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from corpus_assets.core.errors import EXIT_DATA
 from corpus_assets.recipes.arithmetic_calibration import recorded_responses
+from corpus_assets.recipes.report_index import scan_report
 from corpus_assets.tasks.calibration import (
     Attempt,
     CalibrationBatch,
@@ -198,3 +201,44 @@ def test_a_call_about_part_of_a_batch_gets_its_pairs_and_the_report_must_cover_t
     uncovered = r"s0\.json: field 'results' does not cover task 't3'"
     with pytest.raises(CalibrationError, match=uncovered):
         asyncio.run(cal(public_copies(TASKS[:1]), bigger))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    fields=st.dictionaries(
+        st.text(min_size=1, max_size=5).filter(lambda k: k != "results"),
+        st.recursive(st.none() | st.booleans() | st.integers() | st.text(), st.lists, max_leaves=4),
+        max_size=4,
+    ),
+    results=st.lists(
+        st.fixed_dictionaries({"task_id": st.text(max_size=8), "response": st.text()}),
+        max_size=6,
+    ),
+    where=st.integers(min_value=0, max_value=4),
+    indent=st.sampled_from([None, 0, 2]),
+)
+def test_the_streaming_scanner_reads_what_json_reads(
+    fields: dict[str, Any], results: list[dict[str, Any]], where: int, indent: int | None
+) -> None:
+    items = list(fields.items())
+    items.insert(min(where, len(items)), ("results", results))
+    text = json.dumps(dict(items), indent=indent)
+    seen: list[object] = []
+    found = scan_report(text, Path("r.json"), lambda i, r: seen.append(r))
+    assert seen == results
+    assert found == {**fields, "results": []}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[1, 2]", "must be a JSON object"),
+        ('{"results": [1,, 2]}', "not JSON"),
+        ('{"a": 1} trailing', "not JSON"),
+        ("{", "not JSON"),
+        ('{"results": [1], }', "not JSON"),
+    ],
+)
+def test_the_streaming_scanner_refuses_what_json_refuses(text: str, message: str) -> None:
+    with pytest.raises(CalibrationError, match=message):
+        scan_report(text, Path("r.json"), lambda i, r: None)
