@@ -14,11 +14,11 @@ Report paths resolve against `config_dir` (the job config's folder, which the ex
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from corpus_assets.core.store.digests import file_sha256
 from corpus_assets.recipes.report_index import ReportIndex
 from corpus_assets.tasks.calibration import (
     CalibrationBatch,
@@ -105,9 +105,7 @@ class RecordedResponses:
         provenance: list[dict[str, JSON]] = []
         trials: dict[str, Path] = {}
         for repeat, path in enumerate(files):
-            text, digest = _read(path)
-            report = self._index.load(text, path, repeat)
-            del text
+            report, digest = self._read(path, repeat)
             self._check(report, path, context.batch_index, repeat)
             trial = report["trial_id"]
             if trial in trials:
@@ -121,6 +119,15 @@ class RecordedResponses:
             )
         return {**self.identity, "kind": "recorded_responses", "reports": provenance}
 
+    def _read(self, path: Path, repeat: int) -> tuple[dict[str, Any], str]:
+        """Index one report as `repeat`: its top-level fields and the sha256 of its bytes."""
+        try:
+            with path.open(encoding="utf-8") as source:
+                fields = self._index.load(source, path, repeat)
+            return fields, file_sha256(path)
+        except OSError as exc:
+            raise CalibrationError(f"report {path}: cannot read it ({exc.strerror})") from None
+
     def _check(self, report: dict[str, Any], path: Path, batch: int, repeat: int) -> None:
         for key, want in (*self.identity.items(), ("batch", batch), ("repeat", repeat)):
             if report.get(key) != want:
@@ -131,15 +138,3 @@ class RecordedResponses:
             raise CalibrationError(f"report {path}: field 'trial_id' must be a non-empty string")
         if not isinstance(report.get("results"), list):
             raise CalibrationError(f"report {path}: field 'results' must be a list")
-
-
-def _read(path: Path) -> tuple[str, str]:
-    """The report's text and the sha256 of its bytes."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise CalibrationError(f"report {path}: cannot read it ({exc.strerror})") from None
-    try:
-        return data.decode("utf-8"), hashlib.sha256(data).hexdigest()
-    except UnicodeDecodeError as exc:
-        raise CalibrationError(f"report {path}: not UTF-8 ({exc.reason})") from None

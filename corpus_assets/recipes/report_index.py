@@ -1,9 +1,9 @@
 """Recorded reports on disk: one batch's responses in a temporary SQLite file, not in memory.
 
-A report of N tasks is read as text and its `results` decoded one object at a time
-(`json.JSONDecoder.raw_decode`), each stored as a row; only the text of one report and one
-result are held at once, so the memory of a calibrated job does not grow with its batches'
-size. The index lives in a private temporary folder, removed with the calibrator.
+A report of N tasks is read a chunk at a time and its `results` decoded one object at a time
+(`json.JSONDecoder.raw_decode` on a sliding buffer), each stored as a row; only a chunk of text
+and one result are held at once, so the memory of a calibrated job does not grow with its
+batches' size. The index lives in a private temporary folder, removed with the calibrator.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ import sqlite3
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from corpus_assets.tasks.calibration import Attempt, CalibrationError
 
 IN_LIMIT = 500
+CHUNK = 1 << 20  # characters read at a time
 _SPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 
@@ -49,11 +50,11 @@ class ReportIndex:
         self.db.executemany("INSERT INTO wanted (task_id) VALUES (?)", ((t,) for t in wanted))
         self.db.execute("COMMIT")
 
-    def load(self, text: str, path: Path, repeat: int) -> dict[str, Any]:
+    def load(self, source: TextIO, path: Path, repeat: int) -> dict[str, Any]:
         """Store one report's results as `repeat`; its other top-level fields."""
         self.db.execute("BEGIN")
         try:
-            fields = scan_report(text, path, lambda i, r: self._add(path, repeat, i, r))
+            fields = scan_report(source, path, lambda i, r: self._add(path, repeat, i, r))
             self._covers(path, repeat)
         except BaseException:
             self.db.execute("ROLLBACK")
@@ -124,13 +125,18 @@ class ReportIndex:
         self._folder.cleanup()
 
 
-def scan_report(text: str, path: Path, on_result: Callable[[int, object], None]) -> dict[str, Any]:
-    """The report's top-level fields; each element of `results` goes to `on_result` instead
-    (then `fields["results"]` is an empty list). CalibrationError when it is not JSON."""
+def scan_report(
+    source: TextIO, path: Path, on_result: Callable[[int, object], None], chunk: int = CHUNK
+) -> dict[str, Any]:
+    """The report's top-level fields, read from `source` a chunk at a time; each element of
+    `results` goes to `on_result` instead (then `fields["results"]` is an empty list).
+    CalibrationError when it is not JSON or not an object."""
     try:
-        return _scan(text, on_result)
+        return _scan(_Reader(source, chunk), on_result)
     except (ValueError, IndexError) as exc:
         raise CalibrationError(f"report {path}: not JSON ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise CalibrationError(f"report {path}: not UTF-8 ({exc.reason})") from None
     except _NotObject:
         raise CalibrationError(f"report {path}: must be a JSON object") from None
 
@@ -139,60 +145,91 @@ class _NotObject(Exception):
     pass
 
 
-def _scan(text: str, on_result: Callable[[int, object], None]) -> dict[str, Any]:
-    pos = _skip(text, 0)
-    if text[pos : pos + 1] != "{":
-        _DECODER.decode(text)  # not JSON at all raises ValueError here
+class _Reader:
+    """JSON values decoded from a text stream through a sliding buffer of a few chunks."""
+
+    def __init__(self, source: TextIO, chunk: int = CHUNK) -> None:
+        self.source, self.chunk = source, chunk
+        self.buf, self.pos, self.eof = "", 0, False
+
+    def _more(self) -> bool:
+        if self.eof:
+            return False
+        data = self.source.read(self.chunk)
+        if not data:
+            self.eof = True
+            return False
+        self.buf, self.pos = self.buf[self.pos :] + data, 0  # what was read is dropped
+        return True
+
+    def peek(self) -> str:
+        """The next character that is not white space ('' at the end)."""
+        while True:
+            match = _SPACE.match(self.buf, self.pos)
+            self.pos = match.end() if match else self.pos
+            if self.pos < len(self.buf) or not self._more():
+                return self.buf[self.pos : self.pos + 1]
+
+    def expect(self, char: str) -> None:
+        if self.peek() != char:
+            raise ValueError(f"expected {char!r}")
+        self.pos += 1
+
+    def value(self) -> Any:
+        """The next JSON value (read on while it may be cut at the buffer's end)."""
+        self.peek()
+        while True:
+            try:
+                value, end = _DECODER.raw_decode(self.buf, self.pos)
+            except ValueError:
+                if self._more():
+                    continue
+                raise
+            if end == len(self.buf) and self._more():
+                continue  # a number or literal may go on in the next chunk
+            self.pos = end
+            return value
+
+
+def _scan(reader: _Reader, on_result: Callable[[int, object], None]) -> dict[str, Any]:
+    if reader.peek() != "{":
+        reader.value()  # not JSON at all raises ValueError here
+        if reader.peek():
+            raise ValueError("extra data after the value")
         raise _NotObject
+    reader.expect("{")
     fields: dict[str, Any] = {}
-    pos = _skip(text, pos + 1)
-    if text[pos] == "}":
-        return _end(text, pos, fields)
-    while True:
-        key, pos = _DECODER.raw_decode(text, pos)
-        if not isinstance(key, str):
-            raise ValueError(f"an object key at char {pos} is not a string")
-        pos = _expect(text, _skip(text, pos), ":")
-        pos = _skip(text, pos)
-        if key == "results" and text[pos] == "[":
-            pos = _array(text, pos, on_result)
-            fields[key] = []
-        else:
-            fields[key], pos = _DECODER.raw_decode(text, pos)
-        pos = _skip(text, pos)
-        if text[pos] == "}":
-            return _end(text, pos, fields)
-        pos = _skip(text, _expect(text, pos, ","))
-
-
-def _array(text: str, pos: int, on_item: Callable[[int, object], None]) -> int:
-    """Decode the array at `pos` element by element; the position after it."""
-    pos = _skip(text, pos + 1)
-    index = 0
-    if text[pos] == "]":
-        return pos + 1
-    while True:
-        item, pos = _DECODER.raw_decode(text, pos)
-        on_item(index, item)
-        index += 1
-        pos = _skip(text, pos)
-        if text[pos] == "]":
-            return pos + 1
-        pos = _skip(text, _expect(text, pos, ","))
-
-
-def _skip(text: str, pos: int) -> int:
-    match = _SPACE.match(text, pos)
-    return match.end() if match else pos
-
-
-def _expect(text: str, pos: int, char: str) -> int:
-    if text[pos] != char:
-        raise ValueError(f"expected {char!r} at char {pos}")
-    return pos + 1
-
-
-def _end(text: str, pos: int, fields: dict[str, Any]) -> dict[str, Any]:
-    if _skip(text, pos + 1) != len(text):
-        raise ValueError(f"extra data at char {pos + 1}")
+    if reader.peek() != "}":
+        while True:
+            key = reader.value()
+            if not isinstance(key, str):
+                raise ValueError("an object key is not a string")
+            reader.expect(":")
+            if key == "results" and reader.peek() == "[":
+                _array(reader, on_result)
+                fields[key] = []
+            else:
+                fields[key] = reader.value()
+            if reader.peek() == "}":
+                break
+            reader.expect(",")
+    reader.expect("}")
+    if reader.peek():
+        raise ValueError("extra data after the report object")
     return fields
+
+
+def _array(reader: _Reader, on_item: Callable[[int, object], None]) -> None:
+    """Decode the array at the reader element by element."""
+    reader.expect("[")
+    if reader.peek() == "]":
+        reader.expect("]")
+        return
+    index = 0
+    while True:
+        on_item(index, reader.value())
+        index += 1
+        if reader.peek() == "]":
+            reader.expect("]")
+            return
+        reader.expect(",")

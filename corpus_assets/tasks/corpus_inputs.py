@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from corpus_assets.core.errors import ConfigError, DataError
-from corpus_assets.core.stages.shard_verify import verify_shards
 from corpus_assets.core.store import registry
 from corpus_assets.core.store.atomic import MANIFEST
 from corpus_assets.core.store.digests import file_sha256
@@ -54,6 +53,8 @@ def resolve(keys: list[str], root: Path | None) -> tuple[CorpusInput, ...]:
     if not keys:
         return ()
     assert root is not None
+    from corpus_assets.core.stages.shard_verify import verify_shards  # pyarrow: only when used
+
     layout = Layout(root)
     found = []
     for key in keys:

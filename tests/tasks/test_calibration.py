@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -216,15 +217,21 @@ def test_a_call_about_part_of_a_batch_gets_its_pairs_and_the_report_must_cover_t
     ),
     where=st.integers(min_value=0, max_value=4),
     indent=st.sampled_from([None, 0, 2]),
+    chunk=st.sampled_from([1, 2, 3, 7, 64, 1 << 20]),
 )
 def test_the_streaming_scanner_reads_what_json_reads(
-    fields: dict[str, Any], results: list[dict[str, Any]], where: int, indent: int | None
+    fields: dict[str, Any],
+    results: list[dict[str, Any]],
+    where: int,
+    indent: int | None,
+    chunk: int,
 ) -> None:
+    """Whatever the chunk size: values cut at a chunk's end (numbers too) are read whole."""
     items = list(fields.items())
     items.insert(min(where, len(items)), ("results", results))
     text = json.dumps(dict(items), indent=indent)
     seen: list[object] = []
-    found = scan_report(text, Path("r.json"), lambda i, r: seen.append(r))
+    found = scan_report(io.StringIO(text), Path("r.json"), lambda i, r: seen.append(r), chunk)
     assert seen == results
     assert found == {**fields, "results": []}
 
@@ -240,5 +247,6 @@ def test_the_streaming_scanner_reads_what_json_reads(
     ],
 )
 def test_the_streaming_scanner_refuses_what_json_refuses(text: str, message: str) -> None:
-    with pytest.raises(CalibrationError, match=message):
-        scan_report(text, Path("r.json"), lambda i, r: None)
+    for chunk in (1, 4, 1 << 20):
+        with pytest.raises(CalibrationError, match=message):
+            scan_report(io.StringIO(text), Path("r.json"), lambda i, r: None, chunk)
