@@ -92,13 +92,14 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
         self, context: dg.AssetExecutionContext, stage: str, error: dg.Failure
     ) -> NoReturn:
         """Raise a retryable failure as a retry request (the policy's tries, this runner's
-        delay), else the failure itself, with no chained trace before the sentence."""
+        delay), else the failure itself (no chained trace before its sentence)."""
         policy = RETRY_POLICIES[stage]
         if not error.allow_retries or policy.max_retries < 1:
             raise error
         base = self.fetch_retry_delay_s if stage == "fetch" else self.stage_retry_delay_s
         wait = retry_delay(policy, base, context.retry_number + 1)
-        raise dg.RetryRequested(max_retries=policy.max_retries, seconds_to_wait=wait) from None
+        # chained: when the retries run out, Dagster reports this failure's own sentence
+        raise dg.RetryRequested(max_retries=policy.max_retries, seconds_to_wait=wait) from error
 
     def run_cleanup(self, context: dg.OpExecutionContext, config_file: Path, root: Path) -> None:
         """`corpus cleanup`: delete a build's shards, tokens and staging (never raw)."""

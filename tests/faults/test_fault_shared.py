@@ -138,7 +138,8 @@ def test_disk_errors_lose_nothing(example: Path, tmp_path: Path) -> None:
         assert failed.exit_code != 0 and failed.summary["success"] is False
         assert failed.summary["stages"]["tokenize"] != "materialized"
         error = failed.summary["error"]
-        assert "shards: `corpus run --stage shard`" in error, error
+        assert error.startswith("shards: cannot write "), error  # the stage's sentence first
+        assert "`corpus run --stage shard` exit 75 (transient)" in error, error
         assert f"cannot write {root}/work/{cfg.hash12}/" in error, error
         assert "no space left on device" in error.lower(), error
         assert tree(root, "corpus", "tokens", "raw") == before, "an earlier build changed"
