@@ -76,7 +76,7 @@ class RecordedResponses:
     ) -> CalibrationBatch:
         if self._batch != context.batch_index:
             self._batch = None
-            wanted = list(context.batch_task_ids) or [t.task_id for t in tasks]
+            wanted = context.batch_task_ids or [t.task_id for t in tasks]
             self._provenance = self._load(wanted, context)
             self._batch = context.batch_index
         try:
@@ -88,7 +88,7 @@ class RecordedResponses:
             ) from None
         return CalibrationBatch(tuple(attempts), self._provenance)
 
-    def _load(self, wanted: list[str], context: CalibrationContext) -> dict[str, JSON]:
+    def _load(self, wanted: Sequence[str], context: CalibrationContext) -> dict[str, JSON]:
         """Index the batch's reports, checked; their provenance."""
         if context.batch_index >= len(self.reports):
             raise CalibrationError(

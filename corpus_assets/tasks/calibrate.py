@@ -100,22 +100,20 @@ class CalibrateStep:
 
     async def ask(self, ckpt: Checkpoints, batch: int, cancelled: Callable[[], bool]) -> None:
         """Call the calibrator for the batch's candidates without responses; commit each call."""
-        pending = ckpt.batch_seqs(batch, without="responses")
-        if not pending:
+        calls = ckpt.seq_pages(batch, self.batch_size, without="responses")
+        seqs = next(calls, None)
+        if seqs is None:
             return
         context = CalibrationContext(
             batch, self.repeats, self.purpose, self.seed, ckpt.batch_task_ids(batch)
         )
-        calls = deque(
-            pending[i : i + self.batch_size] for i in range(0, len(pending), self.batch_size)
-        )
         running: set[asyncio.Task[tuple[int, list[PublicTask], CalibrationBatch]]] = set()
         try:
-            while calls or running:
-                while calls and len(running) < self.max_workers:
-                    seqs = calls.popleft()
+            while seqs is not None or running:
+                while seqs is not None and len(running) < self.max_workers:
                     tasks = [_public(text) for text in ckpt.candidate_rows(seqs, "public")]
                     running.add(asyncio.ensure_future(self._call(seqs[0], tasks, context)))
+                    seqs = next(calls, None)
                 done, running = await asyncio.wait(
                     running, timeout=POLL_S, return_when=asyncio.FIRST_COMPLETED
                 )
@@ -177,16 +175,10 @@ class CalibrateStep:
         self, ckpt: Checkpoints, pool: Pool, batch: int, cancelled: Callable[[], bool]
     ) -> None:
         """Score the stored responses of the batch's ungraded candidates in the pool."""
-        pending = ckpt.batch_seqs(batch, without="scores")
         queue: deque[tuple[list[str], Future[Any]]] = deque()
         try:
-            for start in range(0, len(pending), self.batch_size):
-                payloads = [
-                    json.loads(p)
-                    for p in ckpt.candidate_rows(
-                        pending[start : start + self.batch_size], "payload"
-                    )
-                ]
+            for seqs in ckpt.seq_pages(batch, self.batch_size, without="scores"):
+                payloads = [json.loads(p) for p in ckpt.candidate_rows(seqs, "payload")]
                 ids = [p["task_id"] for p in payloads]
                 responses = ckpt.responses(ids)
                 items = [(p, responses[t]) for p, t in zip(payloads, ids, strict=True)]

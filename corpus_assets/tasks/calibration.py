@@ -53,7 +53,7 @@ class CalibrationContext:
     repeats: int
     purpose: Purpose
     seed: int
-    batch_task_ids: tuple[str, ...] = ()  # all of the batch's retained candidates, in order
+    batch_task_ids: Sequence[str] = ()  # all of the batch's retained candidates, in order
 
 
 Calibrator = Callable[[Sequence[PublicTask], CalibrationContext], Awaitable[CalibrationBatch]]

@@ -367,9 +367,13 @@ class Checkpoints:
         while rows := cursor.fetchmany(PAGE):
             yield from rows
 
-    def batch_seqs(self, batch: int, without: str | None = None) -> list[int]:
-        """The pool positions of a batch's candidates in order; `without` leaves out those that
-        already have `responses` or `scores` (repeat 0 is written with every other repeat)."""
+    def seq_pages(
+        self, batch: int, size: int, without: str | None = None, skip: int = 0
+    ) -> Iterator[list[int]]:
+        """The pool positions of a batch's candidates in order, `size` at a time, after the
+        first `skip`; `without` leaves out those that already have `responses` or `scores`
+        (repeat 0 is written with every other repeat). Each page is its own query after the
+        last position seen, so commits between pages are safe and no batch-sized list is held."""
         where = ""
         if without is not None:
             table = {"responses": "responses", "scores": "scores"}[without]
@@ -377,10 +381,28 @@ class Checkpoints:
                 f"AND NOT EXISTS (SELECT 1 FROM {table} t "
                 "WHERE t.task_id = c.task_id AND t.repeat = 0)"
             )
-        rows = self.db.execute(
-            f"SELECT seq FROM candidates c WHERE batch = ? {where} ORDER BY seq", (batch,)
-        )
-        return [r[0] for r in rows]
+        last = -1
+        if skip:
+            row = self.db.execute(
+                "SELECT seq FROM candidates WHERE batch = ? ORDER BY seq LIMIT 1 OFFSET ?",
+                (batch, skip - 1),
+            ).fetchone()
+            if row is None:
+                return
+            last = int(row[0])
+        while True:
+            page = [
+                int(r[0])
+                for r in self.db.execute(
+                    f"SELECT seq FROM candidates c WHERE batch = ? AND seq > ? {where} "
+                    "ORDER BY seq LIMIT ?",
+                    (batch, last, size),
+                )
+            ]
+            if not page:
+                return
+            yield page
+            last = page[-1]
 
     def candidate_rows(self, seqs: Sequence[int], column: str) -> list[str]:
         """`payload` (whole sample) or `public` (public task) JSON of the candidates at `seqs`."""
@@ -389,12 +411,10 @@ class Checkpoints:
         found = dict(self._lookup(f"seq, {column} FROM candidates", "seq", seqs))
         return [found[s] for s in seqs]
 
-    def batch_task_ids(self, batch: int) -> tuple[str, ...]:
-        """A batch's retained task ids in pool order (`work/batch-N-candidates.jsonl`)."""
-        rows = self.db.execute(
-            "SELECT task_id FROM candidates WHERE batch = ? ORDER BY seq", (batch,)
-        )
-        return tuple(r[0] for r in rows)
+    def batch_task_ids(self, batch: int) -> BatchTaskIds:
+        """A batch's retained task ids in pool order (`work/batch-N-candidates.jsonl`), read
+        from the database on demand."""
+        return BatchTaskIds(self.db, batch)
 
     def commit_call(
         self,
@@ -577,6 +597,51 @@ class CandidatePool(Sequence[DataSample]):
         while rows := cursor.fetchmany(PAGE):
             for (payload,) in rows:
                 yield DataSample.from_json(json.loads(payload))
+
+
+class BatchTaskIds(Sequence[str]):
+    """One batch's retained task ids in pool order, read a page at a time (use it on the
+    thread that made it: the coordinator's)."""
+
+    def __init__(self, db: sqlite3.Connection, batch: int) -> None:
+        self._db, self._batch = db, batch
+        self._len = int(
+            db.execute("SELECT COUNT(*) FROM candidates WHERE batch = ?", (batch,)).fetchone()[0]
+        )
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._len))]
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError("batch task index out of range")
+        row = self._db.execute(
+            "SELECT task_id FROM candidates WHERE batch = ? ORDER BY seq LIMIT 1 OFFSET ?",
+            (self._batch, index),
+        ).fetchone()
+        return str(row[0])
+
+    def __iter__(self) -> Iterator[str]:
+        last = -1
+        while True:
+            rows = self._db.execute(
+                "SELECT seq, task_id FROM candidates WHERE batch = ? AND seq > ? "
+                "ORDER BY seq LIMIT ?",
+                (self._batch, last, PAGE),
+            ).fetchall()
+            if not rows:
+                return
+            for _, task_id in rows:
+                yield task_id
+            last = rows[-1][0]
 
 
 class ScoreTable(Mapping[str, Sequence[float | None]]):

@@ -402,20 +402,17 @@ class DataJob:
 
     def _rank(self, pool: Pool, batch: int) -> None:
         """Rank the batch's candidates not ranked yet, in worker chunks committed in order."""
-        seqs = self.ckpt.batch_seqs(batch)
         size = self.execution.batch_size
         context = self.context(batch)
         pending: deque[tuple[int, Future[Any]]] = deque()
+        start = self.ckpt.ranked(batch)
         try:
-            for start in range(self.ckpt.ranked(batch), len(seqs), size):
-                payloads = [
-                    json.loads(p)
-                    for p in self.ckpt.candidate_rows(seqs[start : start + size], "payload")
-                ]
+            for seqs in self.ckpt.seq_pages(batch, size, skip=start):
+                payloads = [json.loads(p) for p in self.ckpt.candidate_rows(seqs, "payload")]
                 scores = self.ckpt.scores_of([p["task_id"] for p in payloads])
                 items = [(p, scores.get(p["task_id"], ())) for p in payloads]
-                end = start + len(items)
-                pending.append((end, pool.submit(rank_chunk, RankOrder(context, items))))
+                start += len(items)
+                pending.append((start, pool.submit(rank_chunk, RankOrder(context, items))))
                 while len(pending) > 2 * self.execution.max_workers:
                     self._commit_ranking(batch, *pending.popleft())
             while pending:
