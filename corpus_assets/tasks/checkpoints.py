@@ -347,6 +347,11 @@ class Checkpoints:
     def scores(self) -> ScoreTable:
         return ScoreTable(self.db)
 
+    def first_unknown(self, task_ids: Sequence[str]) -> str | None:
+        """The first of `task_ids` that is not a pooled candidate (looked up, not loaded)."""
+        known = {r[0] for r in self._lookup("task_id FROM candidates", "task_id", task_ids)}
+        return next((t for t in task_ids if t not in known), None)
+
     def samples_by_id(self, task_ids: Sequence[str]) -> list[DataSample]:
         """The pooled samples for `task_ids`, in that order (KeyError names a missing id)."""
         out = []

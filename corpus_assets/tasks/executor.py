@@ -457,13 +457,12 @@ class DataJob:
         repeated = sorted(t for t, n in Counter(ids).items() if n > 1)
         if repeated:
             raise RecipeError(f"select() chose task id(s) twice: {', '.join(repeated[:5])}")
-        try:
-            self.ckpt.samples_by_id(ids)
-        except KeyError as exc:
+        unknown = self.ckpt.first_unknown(ids)
+        if unknown is not None:
             raise RecipeError(
-                f"select() chose {exc.args[0]!r}, which is not a retained candidate "
+                f"select() chose {unknown!r}, which is not a retained candidate "
                 "(unknown, rejected, duplicate or excluded)"
-            ) from None
+            )
         statistics = json.loads(canonical(dict(selection.statistics)))
         self.ckpt.put("selection", {"task_ids": ids, "statistics": statistics, "batch": batch})
         self._progress("select", batch)
