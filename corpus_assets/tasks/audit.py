@@ -12,18 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from corpus_assets.core.errors import DataError
-from corpus_assets.core.stages.audit import MAX_PROBLEMS, Audit, Count
+from corpus_assets.core.stages.audit import Audit, audit_of
 from corpus_assets.tasks.files import PRIVATE_DIR, PRIVATE_FILE
 from corpus_assets.tasks.snapshot import PUBLIC, REPORT, load_snapshot
 
 COUNTED = ("rejected", "duplicates", "excluded", "retained")
-
-
-def _audit(problems: list[str], **counts: Count) -> Audit:
-    shown = problems[:MAX_PROBLEMS] + (
-        [f"... and {len(problems) - MAX_PROBLEMS} more"] if len(problems) > MAX_PROBLEMS else []
-    )
-    return Audit(passed=not problems, problems=tuple(shown), counts=counts)
 
 
 def snapshot_valid(folder: Path) -> Audit:
@@ -31,8 +24,8 @@ def snapshot_valid(folder: Path) -> Audit:
     try:
         snapshot = load_snapshot(folder / "dataset")
     except DataError as exc:
-        return _audit([str(exc)])
-    return _audit([], rows=int(snapshot.manifest["rows"]))
+        return audit_of([str(exc)])
+    return audit_of([], rows=int(snapshot.manifest["rows"]))
 
 
 def report_adds_up(folder: Path) -> Audit:
@@ -58,7 +51,7 @@ def report_adds_up(folder: Path) -> Audit:
         problems.append(
             f"selected {selected}, rows {rows} and target_count {report['target_count']} differ"
         )
-    return _audit(problems, generated=int(report["totals"]["generated"]), selected=int(selected))
+    return audit_of(problems, generated=int(report["totals"]["generated"]), selected=int(selected))
 
 
 def owner_only(folder: Path) -> Audit:
@@ -70,7 +63,7 @@ def owner_only(folder: Path) -> Audit:
         files += path.is_file()
         if mode != want:
             problems.append(f"{path.relative_to(folder)}: mode {mode:o}, want {want:o}")
-    return _audit(problems, files=files)
+    return audit_of(problems, files=files)
 
 
 def public_has_no_reference(folder: Path) -> Audit:
@@ -88,7 +81,7 @@ def public_has_no_reference(folder: Path) -> Audit:
                     problems.append(
                         f"{path.relative_to(folder)} row {number} has a reference field"
                     )
-    return _audit(problems, rows=rows)
+    return audit_of(problems, rows=rows)
 
 
 def _keys(value: Any) -> Iterator[str]:

@@ -35,7 +35,8 @@ class Audit:
     counts: dict[str, Count] = field(default_factory=dict)
 
 
-def _audit(problems: list[str], **counts: Count) -> Audit:
+def audit_of(problems: list[str], **counts: Count) -> Audit:
+    """An Audit: passed when there are no problems, at most MAX_PROBLEMS of them shown."""
     shown = problems[:MAX_PROBLEMS]
     if len(problems) > MAX_PROBLEMS:
         shown.append(f"... and {len(problems) - MAX_PROBLEMS} more")
@@ -59,7 +60,7 @@ def manifest_valid(cfg: LoadedConfig, layout: Layout, kind: str) -> Audit:
             problems.append(
                 f"{path}: built from config {doc.get('config_sha256')}, not {cfg.sha256}"
             )
-    return _audit(problems, manifest=str(path.relative_to(layout.root)))
+    return audit_of(problems, manifest=str(path.relative_to(layout.root)))
 
 
 def _shard_batches(
@@ -91,7 +92,7 @@ def exact_duplicates(cfg: LoadedConfig, layout: Layout) -> Audit:
     from corpus_assets.core.text.normalize import exact_key
 
     if not cfg.model.dedup.exact:
-        return _audit([], documents=0, duplicates=0, note="exact dedup is off in this config")
+        return audit_of([], documents=0, duplicates=0, note="exact dedup is off in this config")
     parts = [
         np.frombuffer(b"".join(exact_key(t) for t in texts), dtype="<u8").reshape(-1, 2)
         for _, _, texts in _shard_batches(cfg, layout)
@@ -99,7 +100,7 @@ def exact_duplicates(cfg: LoadedConfig, layout: Layout) -> Audit:
     keys = np.concatenate(parts) if parts else np.zeros((0, 2), dtype="<u8")
     dupes = len(keys) - len(np.unique(keys, axis=0))
     problems = [f"{dupes} documents repeat the text of another"] if dupes else []
-    return _audit(problems, documents=len(keys), duplicates=dupes)
+    return audit_of(problems, documents=len(keys), duplicates=dupes)
 
 
 def pii_residue(cfg: LoadedConfig, layout: Layout) -> Audit:
@@ -116,7 +117,7 @@ def pii_residue(cfg: LoadedConfig, layout: Layout) -> Audit:
         found.update(kinds)
         if kinds:
             problems.append(f"{shard} row {row}: {', '.join(sorted(set(kinds)))}")
-    return _audit(
+    return audit_of(
         problems,
         documents=documents,
         kinds_checked=",".join(scrubber.kinds) or "none",
@@ -139,7 +140,7 @@ def licenses_allowed(cfg: LoadedConfig, layout: Layout) -> Audit:
         for lic, n in seen.items()
         if lic not in allow
     ]
-    return _audit(problems, licenses=",".join(sorted(seen)), documents=sum(seen.values()))
+    return audit_of(problems, licenses=",".join(sorted(seen)), documents=sum(seen.values()))
 
 
 def tokens_match_shards(cfg: LoadedConfig, layout: Layout) -> Audit:
@@ -159,7 +160,7 @@ def tokens_match_shards(cfg: LoadedConfig, layout: Layout) -> Audit:
     token_docs = tokens.get("totals", {}).get("documents")
     if token_docs != shards.get("documents_out"):
         problems.append(f"{token_docs} token documents, {shards.get('documents_out')} shard rows")
-    return _audit(problems, shard_documents=sum(rows.values()), token_documents=token_docs or 0)
+    return audit_of(problems, shard_documents=sum(rows.values()), token_documents=token_docs or 0)
 
 
 def roundtrip_sample(cfg: LoadedConfig, layout: Layout, samples: int = SAMPLE_DOCUMENTS) -> Audit:
@@ -178,7 +179,7 @@ def roundtrip_sample(cfg: LoadedConfig, layout: Layout, samples: int = SAMPLE_DO
             problems.append(
                 f"document {i} ({where.shard} row {where.row}, id {where.id}) does not round-trip"
             )
-    return _audit(problems, sampled=len(picks), documents=len(ds))
+    return audit_of(problems, sampled=len(picks), documents=len(ds))
 
 
 def _decoder(cfg: LoadedConfig) -> Any:
