@@ -263,10 +263,12 @@ def test_ctrl_c_to_the_process_group_cancels_a_process_backend_job(
 def test_job_json_records_the_sigterm_exit_code(tmp_path: Path) -> None:
     config = job_config(tmp_path / "job.json")
     log, output, gate = tmp_path / "calls.log", tmp_path / "out", tmp_path / "gate"
-    proc = start_job(config, output, job_env(log, "clean:28", gate), tmp_path / "first.err")
+    err = tmp_path / "first.err"
+    proc = start_job(config, output, job_env(log, "clean:28", gate), err)
     try:
         wait_for_pause(log, proc)
         proc.send_signal(signal.SIGTERM)
+        wait_for_text(err, "stopping after the current chunk", proc)  # not before the gate
     finally:
         gate.touch()
         proc.communicate(timeout=120)
