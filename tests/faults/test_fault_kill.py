@@ -72,12 +72,13 @@ def _stage_pids(root: Path, stage: str) -> list[int]:
 
 def _kill_stage(stage: str, on: str = "") -> Trigger:
     """SIGKILL the stage's process group when a build output line contains `on`, or (without
-    `on`) as soon as the stage has published a per-shard marker in its staging folder."""
+    `on`) as soon as the stage has published a per-shard marker in its staging folder (`[!.]*`:
+    not a marker's temporary `.NAME.tmp-PID`, which exists before the marker does)."""
 
     def fire(line: str, root: Path, _build: subprocess.Popen[str]) -> bool:
         if (on and on not in line) or (not on and line):
             return False
-        if not on and not any((root / "work").glob(f"*/{stage}/markers/*")):
+        if not on and not any((root / "work").glob(f"*/{stage}/markers/[!.]*")):
             return False
         pids = _stage_pids(root, stage)
         for pid in pids:
@@ -199,7 +200,7 @@ def test_kill_loop_same_result(stories: Path, tmp_path: Path) -> None:
     for trigger in (
         _kill_build(on="shard: deduplicating"),
         _kill_build(marker=f"corpus/killme/v1/{cfg.hash12}/_MANIFEST.json"),
-        _kill_build(marker=f"work/{cfg.hash12}/tokenize/markers/*"),
+        _kill_build(marker=f"work/{cfg.hash12}/tokenize/markers/[!.]*"),
     ):
         code, out = _build(stories, crashes, [trigger])
         assert code == -signal.SIGKILL, out
