@@ -111,7 +111,7 @@ def cmd_register(args: argparse.Namespace) -> int:
         from corpus_assets import dagster_build
 
         root = _root(args)
-        instance = dagster_build.instance_for(root)
+        instance = dagster_build.instance_for(root, _instance_url(args))
         registered = dagster_build.register_task(Path(args.file), root, instance)
         _print_json(dagster_build.register_task_summary(registered, root, instance))
         return EXIT_OK
@@ -119,7 +119,7 @@ def cmd_register(args: argparse.Namespace) -> int:
     from corpus_assets import dagster_build
 
     root = _root(args)
-    instance = dagster_build.instance_for(root)
+    instance = dagster_build.instance_for(root, _instance_url(args))
     cfg = dagster_build.register(Path(args.file), root, instance)
     _print_json(dagster_build.register_summary(cfg, root, instance))
     return EXIT_OK
@@ -138,7 +138,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     result = run(
         Path(args.file),
         root,
-        dagster_build.instance_for(root),
+        dagster_build.instance_for(root, _instance_url(args)),
         runner,
         verbose=args.verbose,
         progress=args.progress or None,
@@ -155,7 +155,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     root = _root(args)
     target = Path(args.target)
     key = load_config(target).partition_key if target.is_file() else args.target
-    with dagster_build.instance_for(root) as instance:
+    with dagster_build.instance_for(root, _instance_url(args)) as instance:
         outcomes = dagster_build.recheck(instance, root, key)
     _print_json({"partition_key": key, "checks": outcomes})
     failed = [name for name, outcome in outcomes.items() if outcome == "failed"]
@@ -169,7 +169,14 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_ui(args: argparse.Namespace) -> int:
     from corpus_assets import dagster_build
 
-    dagster_build.ui(_root(args), args.host, args.port)
+    dagster_build.ui(_root(args), args.host, args.port, _instance_url(args))
+
+
+def _instance_url(args: argparse.Namespace) -> str | None:
+    """--instance, else $CORPUS_DAGSTER_PG_URL, else None: SQLite under the data root."""
+    from corpus_assets.dagster_pg import instance_url
+
+    return instance_url(args.instance)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -345,6 +352,7 @@ def _add_dagster_commands(sub: Any) -> None:
     )
     b.add_argument("file", help="config file (.toml or .json)")
     _add_root(b)
+    _add_instance(b)
     b.add_argument("--workers", type=int, default=None, help="worker processes per stage")
     b.add_argument(
         "--verbose", action="store_true", help="also print Dagster's own run log, traces and all"
@@ -359,15 +367,18 @@ def _add_dagster_commands(sub: Any) -> None:
     g = sub.add_parser("register", help="store a config and add its Dagster partition")
     g.add_argument("file", help="config file (.toml or .json)")
     _add_root(g)
+    _add_instance(g)
     g.set_defaults(func=cmd_register)
 
     k = sub.add_parser("check", help="run a built partition's checks again (no rebuild)")
     k.add_argument("target", help="the config file, or its partition key")
     _add_root(k)
+    _add_instance(k)
     k.set_defaults(func=cmd_check)
 
     u = sub.add_parser("ui", help="start the Dagster UI and daemon (dagster dev) on this data root")
     _add_root(u)
+    _add_instance(u)
     u.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     u.add_argument("--port", type=int, default=3000, help="port (default 3000)")
     u.set_defaults(func=cmd_ui)
@@ -376,6 +387,16 @@ def _add_dagster_commands(sub: Any) -> None:
 def _add_root(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--root", default=None, help="data root (default: $CORPUS_ROOT or ./corpus-data)"
+    )
+
+
+def _add_instance(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--instance",
+        default=None,
+        metavar="URL",
+        help="Dagster storage on PostgreSQL: postgresql+psycopg2://USER[:PASSWORD]@HOST[:PORT]/DB "
+        "(default: $CORPUS_DAGSTER_PG_URL, else SQLite under the data root)",
     )
 
 

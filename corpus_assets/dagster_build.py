@@ -28,6 +28,7 @@ from corpus_assets.dagster_compensate import compensating
 from corpus_assets.dagster_dead_runs import mark_dead_runs, process_tags
 from corpus_assets.dagster_instance import dagster_home, ensure_home, open_instance
 from corpus_assets.dagster_output import QUIET_LOGS, BuildOutput
+from corpus_assets.dagster_pg import open_postgres_instance
 from corpus_assets.definitions import build_defs
 from corpus_assets.jobs import BUILD_JOB, RECHECK_JOB, TASK_JOB
 from corpus_assets.resources.paths import CorpusPaths
@@ -307,9 +308,13 @@ def recheck(instance: dg.DagsterInstance, root: Path, partition_key: str) -> dic
     return dict(sorted(outcomes.items()))
 
 
-def ui(root: Path, host: str, port: int) -> NoReturn:
-    """Replace this process with `dagster dev` on the data root's instance."""
-    home = ensure_home(dagster_home(root))
+def ui(root: Path, host: str, port: int, url: str | None = None) -> NoReturn:
+    """Replace this process with `dagster dev` on the data root's instance (or `url`'s)."""
+    if url is None:
+        home = ensure_home(dagster_home(root))
+    else:
+        with instance_for(root, url) as instance:  # checks the URL, creates the tables once
+            home = Path(instance.root_directory)
     env = {**os.environ, "DAGSTER_HOME": str(home), "CORPUS_ROOT": str(root.resolve())}
     argv = [sys.executable, "-m", "dagster", "dev", "-m", "corpus_assets.definitions"]
     argv += ["-h", host, "-p", str(port)]
@@ -320,9 +325,12 @@ def ui(root: Path, host: str, port: int) -> NoReturn:
     os.execvpe(argv[0], argv, env)
 
 
-def instance_for(root: Path) -> dg.DagsterInstance:
-    """The data root's instance (DAGSTER_HOME, else `<root>/dagster`)."""
-    return open_instance(root)
+def instance_for(root: Path, url: str | None = None) -> dg.DagsterInstance:
+    """The data root's instance (DAGSTER_HOME, else `<root>/dagster`), or with a PostgreSQL
+    `url` the one whose storage is there (home `<root>/dagster-postgres`)."""
+    if url is None:
+        return open_instance(root)
+    return open_postgres_instance(root, url)
 
 
 def _stderr(line: str) -> None:

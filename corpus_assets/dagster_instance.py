@@ -13,10 +13,17 @@ from corpus_assets.core.store.locks import hold
 if TYPE_CHECKING:
     import dagster as dg
 
-DAGSTER_YAML = """\
-# The embedded Dagster instance of this data root, written by `corpus` (edit freely: an existing
-# file is never overwritten). Loaded by every `dagster` command run with DAGSTER_HOME set here.
-# Storage: SQLite files in this folder (Dagster's default; for PostgreSQL see dagster-postgres).
+SQLITE_STORAGE = """\
+# Storage: SQLite files in this folder (Dagster's default; for PostgreSQL: `--instance URL`,
+# whose instance lives in <root>/dagster-postgres).
+"""
+
+DAGSTER_YAML_HEAD = """\
+# The Dagster instance of this data root, written by `corpus` (edit freely: an existing file is
+# never overwritten). Loaded by every `dagster` command run with DAGSTER_HOME set here.
+"""
+
+DAGSTER_YAML_REST = """\
 # Run monitoring here only times out runs stuck STARTING or CANCELING: the default run launcher
 # cannot health-check a run worker. A run whose process died is marked failed by the next
 # `corpus build` on this root and by the sensor corpus_dead_runs while the daemon runs.
@@ -35,6 +42,8 @@ telemetry:
   enabled: false
 """
 
+DAGSTER_YAML = DAGSTER_YAML_HEAD + SQLITE_STORAGE + DAGSTER_YAML_REST
+
 
 def dagster_home(root: Path) -> Path:
     """`$DAGSTER_HOME` when set, else `<root>/dagster`."""
@@ -42,22 +51,26 @@ def dagster_home(root: Path) -> Path:
     return Path(home).resolve() if home else Layout(root.resolve()).dagster_home
 
 
-def ensure_home(home: Path) -> Path:
-    """Create the instance folder and its dagster.yaml (never overwriting one)."""
+def ensure_home(home: Path, text: str = DAGSTER_YAML) -> Path:
+    """Create the instance folder and its dagster.yaml `text` (never overwriting one)."""
     home.mkdir(parents=True, exist_ok=True)
     yaml = home / "dagster.yaml"
     if not yaml.exists():
-        write_bytes(yaml, DAGSTER_YAML.encode("utf-8"))
+        write_bytes(yaml, text.encode("utf-8"))
     return home
 
 
 def open_instance(root: Path) -> dg.DagsterInstance:
     """The instance of data root `root`; sets DAGSTER_HOME for this process and its children."""
+    return open_home(ensure_home(dagster_home(root)))
+
+
+def open_home(home: Path) -> dg.DagsterInstance:
+    """The instance of folder `home`; sets DAGSTER_HOME for this process and its children."""
     import dagster as dg
 
-    home = ensure_home(dagster_home(root))
     os.environ["DAGSTER_HOME"] = str(home)
-    # The first open creates the SQLite tables; two `corpus build`s starting together on a new
-    # root would both try ("table runs already exists"), so opening is serialized.
+    # The first open creates the tables; two `corpus build`s starting together on a new root
+    # would both try ("table runs already exists"), so opening is serialized.
     with hold(home / ".open.lock", f"the Dagster instance in {home}", timeout=120):
         return dg.DagsterInstance.get()

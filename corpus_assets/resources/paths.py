@@ -15,7 +15,8 @@ class CorpusPaths(dg.ConfigurableResource["CorpusPaths"]):
     root: str | None = Field(
         default=None,
         description="data root; unset: $CORPUS_ROOT, else the folder above $DAGSTER_HOME when "
-        "that is <root>/dagster, else ./corpus-data (read when a run starts, not at import)",
+        "that is <root>/dagster or <root>/dagster-postgres, else ./corpus-data (read when a run "
+        "starts, not at import)",
     )
     inbox: str | None = Field(
         default=None,
@@ -33,12 +34,12 @@ class CorpusPaths(dg.ConfigurableResource["CorpusPaths"]):
 
 
 def resolve_root(root: str | None) -> Path:
-    """The data root: explicit, `$CORPUS_ROOT`, `$DAGSTER_HOME/..` (if named dagster), default."""
+    """The data root: explicit, `$CORPUS_ROOT`, `$DAGSTER_HOME/..` (if one of ours), default."""
     if root:
         return Path(root).resolve()
     if os.environ.get("CORPUS_ROOT"):
         return Path(os.environ["CORPUS_ROOT"]).resolve()
     home = os.environ.get("DAGSTER_HOME")
-    if home and Path(home).name == "dagster":
+    if home and Path(home).name in ("dagster", "dagster-postgres"):
         return Path(home).resolve().parent
     return Path(DEFAULT_ROOT).resolve()

@@ -88,6 +88,11 @@ class Layout:
     def dagster_home(self) -> Path:
         return self.root / "dagster"
 
+    @property
+    def dagster_postgres_home(self) -> Path:
+        """The instance folder when its storage is PostgreSQL (dagster.yaml, compute logs)."""
+        return self.root / "dagster-postgres"
+
     def raw_source(self, source_key: str) -> Path:
         return self.raw / source_key
 
