@@ -1,0 +1,177 @@
+"""With the daemon, on PostgreSQL: `corpus ui --instance URL` (dagster dev) serves a data root
+whose Dagster storage is a real PostgreSQL database. A failed CLI run is cleaned up by the
+sensors, exactly once, and a backfill of two partitions materializes both; the runs, the
+sensor's cleanup and the backfill are rows of the database, and no SQLite file is under the root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster_support import REPO, WRAPPER, copy_example, variant
+from e2e_support import STARTUP_TIMEOUT, DagsterDev, free_port, ready, sensors_ticked, wait_for
+from pg_support import PgServer, database
+
+from corpus_assets.core.config import load_config
+from corpus_assets.core.stages.verify import verify_path
+from corpus_assets.core.store.layout import Layout
+from corpus_assets.dagster_pg import PG_URL_ENV
+from corpus_assets.sensors.cleanup import CLEANUP_OF_TAG, FAILURE_SENSOR
+
+DAGSTER = str(Path(sys.executable).with_name("dagster"))
+DB = "corpus_daemon"
+
+
+@pytest.fixture(scope="module")
+def pg_dev(pg_server: PgServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterDev]:
+    """`corpus ui --instance URL` on a new data root and database, after the sensors ticked."""
+    base = tmp_path_factory.mktemp("pg-e2e")
+    root = base / "data"
+    example = copy_example(base / "configs")
+    port = free_port()
+    log = base / "dagster-dev.log"
+    with database(pg_server, DB) as url, pytest.MonkeyPatch.context() as patch:
+        patch.setenv(PG_URL_ENV, url)  # this process reads the instance's dagster.yaml too
+        env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
+        argv = [sys.executable, "-m", "corpus_assets.cli", "ui", "--root", str(root)]
+        argv += ["--port", str(port), "--instance", url]
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                argv, env=env, cwd=base, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+        home = root / "dagster-postgres"
+        server = DagsterDev(
+            root, home, f"http://127.0.0.1:{port}", {**env, "DAGSTER_HOME": str(home)}, example, log
+        )
+        try:
+            wait_for(lambda: ready(server.url) or proc.poll() is not None, STARTUP_TIMEOUT, "UI")
+            assert proc.poll() is None, log.read_text()[-5000:]
+            with server.instance() as instance:
+                wait_for(
+                    lambda: sensors_ticked(
+                        instance, {"corpus_cleanup_on_failure", "corpus_cleanup_on_cancel"}
+                    ),
+                    STARTUP_TIMEOUT,
+                    "the daemon's first sensor ticks",
+                )
+            yield server
+        finally:
+            _stop(proc)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGINT the `dagster dev` group, then SIGKILL whatever is left."""
+    for sig, grace in ((signal.SIGINT, 20.0), (signal.SIGKILL, 10.0)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=grace)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _dagster(dev: DagsterDev, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [DAGSTER, *args], env=dev.env, cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+
+
+def _no_sqlite_instance(root: Path) -> None:
+    assert not (root / "dagster").exists()
+    assert not list(root.rglob("*.db")), list(root.rglob("*.db"))
+
+
+@pytest.mark.timeout(600)
+def test_failed_run_is_cleaned_up_by_the_sensor(
+    pg_dev: DagsterDev, pg_server: PgServer, tmp_path: Path
+) -> None:
+    """A `dagster job execute` run whose blocking shards check fails (a corrupted shard): the
+    daemon's failure sensor launches one cleanup, recorded in PostgreSQL."""
+    key = pg_dev.register(pg_dev.example)  # the URL from $CORPUS_DAGSTER_PG_URL
+    cfg = load_config(pg_dev.example)
+    layout = Layout(pg_dev.root.resolve())
+    command = [sys.executable, str(WRAPPER), "--state", str(tmp_path / "w")]
+    command += ["--mode", "corrupt-shard", "--stage", "shard", "--"]
+    run_config = tmp_path / "run_config.json"
+    run_config.write_text(
+        json.dumps({"resources": {"stage_runner": {"config": {"command": command}}}})
+    )
+    done = _dagster(
+        pg_dev, tmp_path, "job", "execute", "-m", "corpus_assets.definitions", "-j",
+        "corpus_build", "--tags", json.dumps({"dagster/partition": key}), "-c", str(run_config),
+    )  # fmt: skip
+    assert done.returncode != 0, "the blocking check should fail the run"
+    assert layout.shards(cfg).exists()
+
+    [(failed_id,)] = pg_server.query(
+        DB,
+        "select r.run_id from runs r join run_tags t on t.run_id = r.run_id"
+        " where t.key = 'dagster/partition' and t.value = %s and r.status = 'FAILURE'",
+        key,
+    )
+
+    def cleanups() -> list[tuple[str, str, str]]:
+        return pg_server.query(
+            DB,
+            "select r.status, s.value, r.pipeline_name from runs r"
+            " join run_tags t on t.run_id = r.run_id and t.key = %s and t.value = %s"
+            " join run_tags s on s.run_id = r.run_id and s.key = 'dagster/sensor_name'",
+            CLEANUP_OF_TAG,
+            failed_id,
+        )
+
+    wait_for(lambda: [c for c in cleanups() if c[0] == "SUCCESS"], 240, "the cleanup run", 2.0)
+    assert not layout.shards(cfg).exists() and not (layout.root / "work" / cfg.hash12).exists()
+    assert any(layout.raw.glob("tiny-*/_SOURCE.json")), "raw is kept"
+    time.sleep(12)  # two more sensor intervals: still exactly one cleanup
+    assert cleanups() == [("SUCCESS", FAILURE_SENSOR, "corpus_cleanup")]
+    with pg_dev.instance() as instance:
+        assert key not in instance.get_materialized_partitions(dg.AssetKey("shards"))
+    _no_sqlite_instance(pg_dev.root)
+
+
+@pytest.mark.timeout(900)
+def test_backfill_of_two_partitions(pg_dev: DagsterDev, pg_server: PgServer) -> None:
+    """`dagster job backfill` of two registered configs: the daemon runs both to SUCCESS."""
+    keys = [pg_dev.register(variant(pg_dev.example, f"pg-{v}", version=v)) for v in ("p1", "p2")]
+    done = _dagster(
+        pg_dev, REPO, "job", "backfill", "-w", str(REPO / "workspace.yaml"), "-j", "corpus_build",
+        "--partitions", ",".join(keys), "--noprompt",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    def finished() -> list[tuple[str, str, str]]:
+        rows = pg_server.query(
+            DB,
+            "select p.value, r.status, b.value from runs r"
+            " join run_tags p on p.run_id = r.run_id and p.key = 'dagster/partition'"
+            " join run_tags b on b.run_id = r.run_id and b.key = 'dagster/backfill'"
+            " where p.value = any(%s)",
+            keys,
+        )
+        over = ("SUCCESS", "FAILURE", "CANCELED")
+        return rows if len(rows) == len(keys) and all(r[1] in over for r in rows) else []
+
+    rows = wait_for(finished, 780, "two finished backfill runs", every=3.0)
+    assert sorted((key, status) for key, status, _ in rows) == [(k, "SUCCESS") for k in keys]
+    [(backfill_id,)] = {(b,) for _, _, b in rows}
+    assert pg_server.query(DB, "select key from bulk_actions") == [(backfill_id,)]
+    with pg_dev.instance() as instance:
+        assert set(keys) <= instance.get_materialized_partitions(dg.AssetKey("tokens"))
+    manifests = sorted(pg_dev.root.glob("tokens/bytes/tiny-stories/p*/*/_MANIFEST.json"))
+    assert len(manifests) == 2 and all(verify_path(m) == [] for m in manifests)
+    _no_sqlite_instance(pg_dev.root)
