@@ -60,14 +60,18 @@ def test_build_of_the_example_stores_its_runs_in_postgres(
     assert partitions == [(key,)]
     home = root / "dagster-postgres"
     assert "postgres_url" in (home / "dagster.yaml").read_text()
+    assert list((home / "storage" / run_id / "compute_logs").glob("*.err")), "compute logs on disk"
     _no_sqlite_instance(root)
 
     # The URL from the environment instead: the same instance, every stage a no-op.
     again = corpus("build", example, "--root", root, env={"CORPUS_DAGSTER_PG_URL": pg_url})
     assert again.returncode == 0, again.stderr[-3000:]
     assert json.loads(again.stdout)["tokens"] == summary["tokens"]
-    statuses = pg_server.query(db, "select status from runs order by id")
-    assert statuses == [("SUCCESS",), ("SUCCESS",)]
+    checked = corpus("check", key, "--root", root, "--instance", pg_url)
+    assert checked.returncode == 0, checked.stderr[-3000:]
+    assert set(json.loads(checked.stdout)["checks"].values()) == {"passed"}
+    jobs = pg_server.query(db, "select pipeline_name, status from runs order by id")
+    assert jobs == [("corpus_build", "SUCCESS")] * 2 + [("corpus_recheck", "SUCCESS")]
     _no_sqlite_instance(root)
 
 
