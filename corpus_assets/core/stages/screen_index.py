@@ -46,6 +46,7 @@ from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.locks import hold
 from corpus_assets.core.store.progress import Progress
 from corpus_assets.core.text.contamination import CutSpec, NgramIndex, build_index
+from corpus_assets.core.text.ngrams import HASH_VERSION
 from corpus_assets.core.text.normalize import exact_key
 
 INDEX_FORMAT = 1
@@ -144,6 +145,7 @@ def eval_index(
                 "fields": list(spec.fields),
                 "id_field": spec.id_field,
                 "format": INDEX_FORMAT,
+                "hash": HASH_VERSION,
             }
         )
     )[:16]

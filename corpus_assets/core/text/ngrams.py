@@ -16,10 +16,12 @@ from typing import Any
 
 import numpy as np
 
+HASH_VERSION = 2  # changes whenever the hash of a word n-gram changes (eval indexes are rebuilt)
 U64 = np.uint64
 Array = np.ndarray[Any, Any]
 _BYTE_BASE = U64(0x100000001B3)  # odd: invertible modulo 2**64
 _WORD_BASE = U64(0x9E3779B97F4A7C15 | 1)
+_WORD_MIX = U64(0xD6E8FEB86659FD93)
 _NON_WORD = re.compile(r"[\W_]+")
 _WORD = re.compile(r"[^\W_]+")
 _IS_WORD_BYTE = np.zeros(256, dtype=bool)
@@ -49,12 +51,12 @@ _ASCII_PUNCT = {c: " " for c in range(128) if not _IS_WORD_BYTE[c]}
 
 @dataclass(frozen=True)
 class Ngrams:
-    """The n-gram hashes of a batch: `hashes[i]` belongs to document `doc[i]`, word `first[i]`."""
+    """The n-gram hashes of a batch: `hashes[i]` belongs to document `doc[i]` and starts at word
+    `first[i]` (counted in the document's chunk: in the document itself when it is alone)."""
 
     hashes: Array
     doc: Array
     first: Array
-    word_spans: Array | None = None  # (words, 2) byte offsets into the batch bytes
 
 
 def _mix(x: Array) -> Array:
@@ -67,46 +69,75 @@ def _mix(x: Array) -> Array:
     return out
 
 
-def _powers(base: np.uint64, count: int) -> Array:
-    out = np.full(count, base, dtype=U64)
-    out[0] = 1
-    with np.errstate(over="ignore"):
-        return np.cumprod(out, dtype=U64)
+_NONE = Ngrams(np.zeros(0, dtype=U64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+CHUNK_BYTES = 1 << 20  # documents are hashed in chunks of about this many bytes (cache-sized)
+_POWERS: dict[int, tuple[Array, Array]] = {}
 
 
-def _inverse(base: np.uint64) -> np.uint64:
-    return U64(pow(int(base), -1, 2**64))
+def _powers(base: np.uint64, count: int) -> tuple[Array, Array]:
+    """`base**i` and `base**-i` modulo 2**64 for i < count; cached per base, grown by doubling."""
+    cached = _POWERS.get(int(base))
+    if cached is None or len(cached[0]) < count:
+        size = max(count, 2 * len(cached[0]) if cached is not None else 1 << 16)
+        out = np.full(size, base, dtype=U64)
+        out[0] = 1
+        inv = np.full(size, U64(pow(int(base), -1, 2**64)), dtype=U64)
+        inv[0] = 1
+        cached = (np.cumprod(out, dtype=U64), np.cumprod(inv, dtype=U64))
+        _POWERS[int(base)] = cached
+    return cached
 
 
-def hash_canonical(parts: list[bytes], n: int, keep_spans: bool = False) -> Ngrams:
+def hash_canonical(parts: list[bytes], n: int) -> Ngrams:
     """The word n-gram hashes of already `canonical` documents (see module docstring)."""
-    empty = np.zeros(0, dtype=U64)
-    data = b" ".join(parts)
-    if not data or n < 1:
-        return Ngrams(empty, empty.astype(np.int64), empty.astype(np.int64))
+    out: list[Ngrams] = []
+    chunk: list[bytes] = []
+    size = first_doc = 0
+    for i, part in enumerate(parts):
+        chunk.append(part)
+        size += len(part) + 1
+        if size >= CHUNK_BYTES or i == len(parts) - 1:
+            out.append(_hash_chunk(chunk, n, first_doc))
+            first_doc, chunk, size = i + 1, [], 0
+    if len(out) == 1:
+        return out[0]
+    if not out:
+        return _NONE
+    return Ngrams(
+        np.concatenate([g.hashes for g in out]),
+        np.concatenate([g.doc for g in out]),
+        np.concatenate([g.first for g in out]),
+    )
+
+
+def _hash_chunk(parts: list[bytes], n: int, first_doc: int) -> Ngrams:
+    """The n-grams of one chunk; `doc` counts from `first_doc`, `first` is the chunk's word."""
+    data = b" " + b" ".join(parts) + b" "  # padded: every word has a boundary on each side
     b = np.frombuffer(data, dtype=np.uint8)
-    is_word = _IS_WORD_BYTE[b]
-    edge = np.diff(is_word.astype(np.int8), prepend=np.int8(0), append=np.int8(0))
-    starts, ends = np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)
-    if len(starts) < n:
-        return Ngrams(empty, empty.astype(np.int64), empty.astype(np.int64))
-    with np.errstate(over="ignore"):
-        pw = _powers(_BYTE_BASE, len(b) + 1)
-        prefix = np.zeros(len(b) + 1, dtype=U64)
-        np.cumsum(b.astype(U64) * pw[:-1], out=prefix[1:])
-        inv = _powers(_inverse(_BYTE_BASE), len(b) + 1)
-        word = _mix((prefix[ends] - prefix[starts]) * inv[starts] + U64(ends - starts))
-        wp = _powers(_WORD_BASE, len(word) + 1)
-        wprefix = np.zeros(len(word) + 1, dtype=U64)
-        np.cumsum(word * wp[:-1], out=wprefix[1:])
-        winv = _powers(_inverse(_WORD_BASE), len(word) + 1)
-        k = np.arange(len(word) - n + 1)
-        grams = _mix((wprefix[k + n] - wprefix[k]) * winv[k])
-    offsets = np.cumsum([0] + [len(p) + 1 for p in parts[:-1]])
-    doc_of_word = np.searchsorted(offsets, starts, side="right") - 1
-    same = doc_of_word[k] == doc_of_word[k + n - 1]
-    spans = np.stack([starts, ends], axis=1) if keep_spans else None
-    return Ngrams(grams[same], doc_of_word[k[same]], k[same], spans)
+    edges = np.flatnonzero(np.diff(_IS_WORD_BYTE[b].view(np.int8))) + 1
+    starts, ends = edges[0::2], edges[1::2]  # padded: boundaries alternate start, end
+    words = len(starts)
+    if words < n or n < 1:
+        return _NONE
+    pw, inv = _powers(_BYTE_BASE, len(b) + 1)
+    prefix = np.empty(len(b) + 1, dtype=U64)
+    prefix[0] = 0
+    np.multiply(b, pw[: len(b)], out=prefix[1:])
+    np.cumsum(prefix[1:], out=prefix[1:])
+    word = (prefix[ends] - prefix[starts]) * inv[starts] + (ends - starts).astype(U64)
+    word *= _WORD_MIX
+    word ^= word >> U64(29)
+    wp, winv = _powers(_WORD_BASE, words + 1)
+    wprefix = np.empty(words + 1, dtype=U64)
+    wprefix[0] = 0
+    np.cumsum(word * wp[:words], out=wprefix[1:])
+    count = words - n + 1
+    grams = _mix((wprefix[n:] - wprefix[:count]) * winv[:count])
+    lengths = np.fromiter((len(p) + 1 for p in parts), np.int64, len(parts))
+    per_doc = np.diff(np.searchsorted(starts, np.cumsum(lengths)), prepend=0)
+    doc = np.repeat(np.arange(first_doc, first_doc + len(parts)), per_doc)
+    same = np.flatnonzero(doc[:count] == doc[n - 1 :])
+    return Ngrams(grams[same], doc[same], same)
 
 
 def ngram_hashes(texts: list[str], n: int) -> Ngrams:
