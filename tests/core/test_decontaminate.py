@@ -6,6 +6,7 @@ texts share a word n-gram only where the test put one there.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from pathlib import Path
@@ -15,10 +16,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from corpus_assets.core.config import load_config
-from corpus_assets.core.errors import ConfigError
+from corpus_assets.core.errors import ConfigError, DataError
 from corpus_assets.core.stages import audit
 from corpus_assets.core.stages.preflight import preflight
 from corpus_assets.core.stages.run import run_stage
+from corpus_assets.core.stages.shard_verify import verify_shards
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.text.contamination import CutSpec, build_index, cut, find
 from corpus_assets.core.text.ngrams import ngram_hashes, words
@@ -304,3 +306,30 @@ def test_preflight_names_what_is_wrong(
         preflight(load_config(path))
     assert message in str(caught.value)
     assert not (tmp_path / "root").exists()
+
+
+def test_fields_are_indexed_each_on_its_own() -> None:
+    index, _ = build_index([("a", ["one two three", "four five six"])], 3)
+    found = find(ngram_hashes(["x four five six y", "two three four"], 3), index)
+    assert list(found) == [0]  # "two three four" spans the two fields: not an n-gram of the item
+
+
+def test_pins_bad_later_items_and_changed_audits(tmp_path: Path) -> None:
+    docs, _ = seeded_corpus()
+    cfg = setup(tmp_path, docs, {"sets": [arith_set()]})
+    summary = shard(tmp_path, cfg)
+    manifest = tmp_path / "root" / summary["manifest"]
+    (manifest.parent / "audit.jsonl").write_text("{}\n", encoding="utf-8")
+    assert any("audit.jsonl" in p for p in verify_shards(manifest))
+    sha = hashlib.sha256((tmp_path / "evals.jsonl").read_bytes()).hexdigest()
+    late = json.dumps({"qid": "late", "question": "no answer field here"}) + "\n"
+    pinned = setup(tmp_path, docs, {"sets": [arith_set(sha256=sha)]})  # rewrites evals.jsonl
+    with (tmp_path / "evals.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write(late)
+    with pytest.raises(DataError, match="pinned"):
+        run_stage("shard", pinned, tmp_path / "root", workers=1)
+    later = setup(tmp_path, docs, {"ngram": 12, "sets": [arith_set()]})
+    with (tmp_path / "evals.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write(late)
+    with pytest.raises(ConfigError, match=r"evals.jsonl:13: no field 'answer'"):
+        run_stage("shard", later, tmp_path / "root", workers=1)

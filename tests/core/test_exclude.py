@@ -11,7 +11,7 @@ import pytest
 from test_decontaminate import audit_records, prose, shard_ids, write_jsonl
 
 from corpus_assets.core.config import load_config
-from corpus_assets.core.errors import ConfigError
+from corpus_assets.core.errors import ConfigError, DataError
 from corpus_assets.core.stages.preflight import preflight
 from corpus_assets.core.stages.run import run_stage
 from corpus_assets.core.store import registry
@@ -124,3 +124,12 @@ def test_bad_exclusions_fail_preflight(tmp_path: Path) -> None:
                 {"ids": [{"name": "a", "path": "x"}], "builds": [{"name": "a", "partition": "k"}]},
             )
         )
+
+
+def test_an_earlier_build_that_does_not_verify_is_bad_data(rounds: dict[str, Any]) -> None:
+    tmp: Path = rounds["tmp"]
+    shard_file = next((rounds["root"] / rounds["round1"]["manifest"]).parent.glob("shard-*"))
+    shard_file.write_bytes(shard_file.read_bytes() + b"x")
+    exclude = {"builds": [{"name": "round1", "partition": rounds["partition"]}]}
+    with pytest.raises(DataError, match=r"exclude build 'round1': .* does not verify"):
+        build(config(tmp, "r2", "round2.jsonl", exclude), rounds["root"])
