@@ -143,7 +143,9 @@ def decontaminated(cfg: LoadedConfig, layout: Layout) -> Audit:
         grams = ngram_hashes(texts, spec.ngram)
         for info, index in zip(infos, indexes, strict=True):
             item = index.lookup(grams.hashes)
-            for k in np.flatnonzero(item >= 0).tolist():
+            hits = np.flatnonzero(item >= 0)
+            _docs, at = np.unique(grams.doc[hits], return_index=True)  # one line per document
+            for k in hits[at].tolist():
                 problems.append(
                     f"{shard} row {first + int(grams.doc[k])}: an n-gram of eval set "
                     f"{info.name!r} item {index.ids[int(item[k])]!r}"

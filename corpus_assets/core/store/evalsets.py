@@ -108,7 +108,11 @@ def id_list(spec: IdListSpec, path: Path) -> Iterator[str]:
                 )
             yield str(record[spec.id_field])
         return
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                yield line.strip()
+    with open(path, "rb") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            try:
+                text = line.decode("utf-8").strip()
+            except UnicodeDecodeError:
+                raise DataError(f"exclude list {spec.name!r}: {path}:{lineno}: not UTF-8") from None
+            if text:
+                yield text
