@@ -333,3 +333,19 @@ def test_pins_bad_later_items_and_changed_audits(tmp_path: Path) -> None:
         fh.write(late)
     with pytest.raises(ConfigError, match=r"evals.jsonl:13: no field 'answer'"):
         run_stage("shard", later, tmp_path / "root", workers=1)
+
+
+def test_screened_builds_are_byte_identical_for_any_worker_count(tmp_path: Path) -> None:
+    docs, seeded = seeded_corpus()  # after 2,100 more documents: in the third task (row group)
+    rng = random.Random(7)
+    docs = [{"id": f"more-{i}", "text": prose(rng, 25)} for i in range(2100)] + docs
+    cfg = setup(tmp_path, docs, {"mode": "cut", "min_chars": 20, "sets": [arith_set()]})
+    outputs = []
+    for workers in (1, 2):
+        root = tmp_path / f"root-w{workers}"
+        run_stage("fetch", cfg, root, workers=1)
+        summary = run_stage("shard", cfg, root, workers=workers)
+        folder = (root / summary["manifest"]).parent
+        outputs.append({p.name: p.read_bytes() for p in sorted(folder.iterdir())})
+    assert outputs[0] == outputs[1]
+    assert [json.loads(r)["id"] for r in outputs[0]["audit.jsonl"].splitlines()] == list(seeded)
