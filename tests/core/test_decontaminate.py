@@ -22,6 +22,7 @@ from corpus_assets.core.stages.preflight import preflight
 from corpus_assets.core.stages.run import run_stage
 from corpus_assets.core.stages.shard_verify import verify_shards
 from corpus_assets.core.store.layout import Layout
+from corpus_assets.core.text import ngrams
 from corpus_assets.core.text.contamination import CutSpec, build_index, cut, find
 from corpus_assets.core.text.ngrams import ngram_hashes, words
 
@@ -349,3 +350,29 @@ def test_screened_builds_are_byte_identical_for_any_worker_count(tmp_path: Path)
         outputs.append({p.name: p.read_bytes() for p in sorted(folder.iterdir())})
     assert outputs[0] == outputs[1]
     assert [json.loads(r)["id"] for r in outputs[0]["audit.jsonl"].splitlines()] == list(seeded)
+
+
+def test_ngram_hashes_agree_with_the_words_and_do_not_collide(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = random.Random(11)
+    long_words = ["".join(rng.choice("xyz") for _ in range(rng.randint(9, 30))) for _ in range(50)]
+    texts = [
+        prose(rng, rng.randint(5, 60)) + " " + " ".join(rng.choices(long_words, k=5))
+        for _ in range(400)
+    ]
+    grams = ngram_hashes(texts, 4)
+    strings = [
+        (d, " ".join(ws[i : i + 4]))
+        for d, ws in enumerate(words(t) for t in texts)
+        for i in range(len(ws) - 3)
+    ]
+    assert grams.doc.tolist() == [d for d, _ in strings]
+    by_string: dict[str, int] = {}
+    for h, (_, s) in zip(grams.hashes.tolist(), strings, strict=True):
+        assert by_string.setdefault(s, h) == h  # the same n-gram hashes the same everywhere
+    assert len(set(by_string.values())) == len(by_string)  # and distinct ones differently
+    monkeypatch.setattr(ngrams, "CHUNK_BYTES", 1000)  # many chunks: the same hashes and docs
+    chunked = ngram_hashes(texts, 4)
+    assert chunked.hashes.tolist() == grams.hashes.tolist()
+    assert chunked.doc.tolist() == grams.doc.tolist()

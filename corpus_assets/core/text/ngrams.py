@@ -2,9 +2,11 @@
 
 Words are compared normalized: Unicode NFKC, lowercase, every character that is not a letter or a
 digit (punctuation, symbols, `_`, whitespace) a word boundary. An n-gram is `n` consecutive words
-of one document; its 64-bit hash is a polynomial over the words' own 64-bit hashes, each of
-those a polynomial over the word's UTF-8 bytes, mixed (splitmix64). Everything runs in numpy over
-the concatenated bytes of a batch: a few array passes per batch, no Python call per word.
+of one document; its 64-bit hash is a polynomial (mod 2**64) over the words' own 64-bit hashes,
+mixed (splitmix64); a word's hash is its 8-byte blocks times fixed odd weights plus its length,
+mixed. Everything runs in numpy over the concatenated bytes of a batch (as the MinHash shingles
+do): one pass over the bytes to find the words, then a few passes per word; no Python call per
+word.
 """
 
 from __future__ import annotations
@@ -16,10 +18,9 @@ from typing import Any
 
 import numpy as np
 
-HASH_VERSION = 2  # changes whenever the hash of a word n-gram changes (eval indexes are rebuilt)
+HASH_VERSION = 3  # changes whenever the hash of a word n-gram changes (eval indexes are rebuilt)
 U64 = np.uint64
 Array = np.ndarray[Any, Any]
-_BYTE_BASE = U64(0x100000001B3)  # odd: invertible modulo 2**64
 _WORD_BASE = U64(0x9E3779B97F4A7C15 | 1)
 _WORD_MIX = U64(0xD6E8FEB86659FD93)
 _NON_WORD = re.compile(r"[\W_]+")
@@ -88,6 +89,37 @@ def _powers(base: np.uint64, count: int) -> tuple[Array, Array]:
     return cached
 
 
+def _word_hashes(b: Array, starts: Array, lengths: Array) -> Array:
+    """A 64-bit hash of each word: its 8-byte blocks times per-block odd weights, plus its
+    length, mixed (splitmix64). The blocks are read as uint64 windows of the buffer, so the
+    work is per word and per 8 bytes, never per byte."""
+    windows = np.ndarray((len(b) - 7,), dtype="<u8", buffer=b.data, strides=(1,))
+    weights = _block_weights(int(lengths.max()) // 8 + 1)
+    summed = (windows[starts] & _LOW_BYTES[np.minimum(lengths, 8)]) * weights[0]
+    longer = np.flatnonzero(lengths > 8)
+    if len(longer):
+        blocks = (lengths[longer] - 1) // 8  # blocks after the first
+        first = np.cumsum(blocks) - blocks
+        block = np.arange(1, int(blocks.sum()) + 1) - np.repeat(first, blocks)
+        at = np.repeat(starts[longer], blocks) + 8 * block
+        left = np.minimum(np.repeat(lengths[longer], blocks) - 8 * block, 8)
+        summed[longer] += np.add.reduceat((windows[at] & _LOW_BYTES[left]) * weights[block], first)
+    return _mix(summed + lengths.astype(U64) * _LENGTH_WEIGHT)
+
+
+_LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype=U64)
+_LENGTH_WEIGHT = U64(0xA0761D6478BD642F)
+_WEIGHTS: list[Array] = [np.zeros(0, dtype=U64)]
+
+
+def _block_weights(count: int) -> Array:
+    """Odd pseudo-random 64-bit weights of a word's 8-byte blocks (splitmix64 of 1, 2, ...)."""
+    if len(_WEIGHTS[0]) < count:
+        size = max(count, 64)
+        _WEIGHTS[0] = _mix(np.arange(1, size + 1, dtype=U64) * _WORD_MIX) | U64(1)
+    return _WEIGHTS[0]
+
+
 def hash_canonical(parts: list[bytes], n: int) -> Ngrams:
     """The word n-gram hashes of already `canonical` documents (see module docstring)."""
     out: list[Ngrams] = []
@@ -112,21 +144,14 @@ def hash_canonical(parts: list[bytes], n: int) -> Ngrams:
 
 def _hash_chunk(parts: list[bytes], n: int, first_doc: int) -> Ngrams:
     """The n-grams of one chunk; `doc` counts from `first_doc`, `first` is the chunk's word."""
-    data = b" " + b" ".join(parts) + b" "  # padded: every word has a boundary on each side
+    data = b" ".join([b"", *parts, bytes(8)])  # a boundary each side; 8 bytes to read at the end
     b = np.frombuffer(data, dtype=np.uint8)
-    edges = np.flatnonzero(np.diff(_IS_WORD_BYTE[b].view(np.int8))) + 1
+    edges = np.flatnonzero(np.diff(np.frombuffer(data.translate(_WORD_FLAG), dtype=np.int8))) + 1
     starts, ends = edges[0::2], edges[1::2]  # padded: boundaries alternate start, end
     words = len(starts)
     if words < n or n < 1:
         return _NONE
-    pw, inv = _powers(_BYTE_BASE, len(b) + 1)
-    prefix = np.empty(len(b) + 1, dtype=U64)
-    prefix[0] = 0
-    np.multiply(b, pw[: len(b)], out=prefix[1:])
-    np.cumsum(prefix[1:], out=prefix[1:])
-    word = (prefix[ends] - prefix[starts]) * inv[starts] + (ends - starts).astype(U64)
-    word *= _WORD_MIX
-    word ^= word >> U64(29)
+    word = _word_hashes(b, starts, ends - starts)
     wp, winv = _powers(_WORD_BASE, words + 1)
     wprefix = np.empty(words + 1, dtype=U64)
     wprefix[0] = 0
@@ -161,3 +186,4 @@ def word_char_spans(text: str) -> tuple[list[bytes], list[tuple[int, int]]]:
 
 
 _ASCII_TABLE = bytes(c if _IS_WORD_BYTE[c] else 32 for c in range(256))
+_WORD_FLAG = bytes(1 if _IS_WORD_BYTE[c] else 0 for c in range(256))
