@@ -283,11 +283,10 @@ def _earlier_build(
 
 def load_exclude(info: ExcludeInfo) -> tuple[Array, Array | None]:
     """(sorted id hashes, sorted 16-byte exact keys or None) of an exclusion list."""
-    if info.folder not in _LOADED:
-        keys = info.folder / "keys.npy"
-        _LOADED[info.folder] = (
-            np.load(info.folder / "ids.npy"),
-            np.load(keys) if keys.exists() else None,
-        )
-    loaded: tuple[Array, Array | None] = _LOADED[info.folder]
-    return loaded
+    ids, keys = info.folder / "ids.npy", info.folder / "keys.npy"
+    stat = ids.stat()  # the folder is rewritten by every build: reload what changed
+    cached = (info.folder, stat.st_mtime_ns, stat.st_ino)
+    if _LOADED.get(info.folder, (None,))[0] != cached:
+        _LOADED[info.folder] = (cached, np.load(ids), np.load(keys) if keys.exists() else None)
+    _key, id_hashes, exact_keys = _LOADED[info.folder]
+    return id_hashes, exact_keys

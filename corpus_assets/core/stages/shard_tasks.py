@@ -156,8 +156,8 @@ def run_task(
     table = read_task(task)
     keep_filter = make_filter(cfg.model.filters)
     screening = Screening()
-    ids = table.column("id").to_pylist()
-    sources = table.column("source").to_pylist()
+    ids = table.column("id").to_pylist() if screens.active else []
+    sources = table.column("source").to_pylist() if screens.active else []
 
     def doc(row: int) -> dict[str, Any]:
         return {"id": ids[row], "source": sources[row]}
