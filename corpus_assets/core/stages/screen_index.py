@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -157,7 +158,7 @@ def eval_index(
         record = _read_record(folder)
         if record is None:
             progress.note(f"indexing eval set {spec.name!r} ({ngram}-grams)")
-            record = _build_eval_index(cfg, layout, spec, ngram, digest, folder)
+            record = _build_eval_index(cfg, layout, spec, ngram, digest, folder, progress)
     return EvalIndexInfo(spec.name, folder, record)
 
 
@@ -170,10 +171,22 @@ def _read_record(folder: Path) -> dict[str, Any] | None:
 
 
 def _build_eval_index(
-    cfg: LoadedConfig, layout: Layout, spec: EvalSetSpec, ngram: int, digest: str, folder: Path
+    cfg: LoadedConfig,
+    layout: Layout,
+    spec: EvalSetSpec,
+    ngram: int,
+    digest: str,
+    folder: Path,
+    progress: Progress,
 ) -> dict[str, Any]:
     started = time.perf_counter()
-    index, short = build_index(eval_items(spec, eval_input(cfg, spec)), ngram)
+
+    def items() -> Iterator[tuple[str, list[str]]]:
+        for n, item in enumerate(eval_items(spec, eval_input(cfg, spec))):
+            progress.beat(f"indexing eval set {spec.name!r}: {n:,} items")  # the heartbeat
+            yield item
+
+    index, short = build_index(items(), ngram)
     staging = fresh_dir(layout.raw / ".staging" / f"_decontam-{folder.name}")
     _save(staging / "hashes.npy", index.hashes)
     _save(staging / "items.npy", index.items)
