@@ -376,3 +376,16 @@ def test_ngram_hashes_agree_with_the_words_and_do_not_collide(
     chunked = ngram_hashes(texts, 4)
     assert chunked.hashes.tolist() == grams.hashes.tolist()
     assert chunked.doc.tolist() == grams.doc.tolist()
+
+
+def test_an_uncached_hub_eval_set_offline_is_a_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    docs, _ = seeded_corpus()
+    hub_set = {"name": "gsm", "hf": "no-such-org/no-such-set", "fields": ["question"]}
+    cfg = setup(tmp_path, docs, {"sets": [hub_set]})
+    run_stage("fetch", cfg, tmp_path / "root", workers=1)
+    with pytest.raises(ConfigError, match="is not cached and HF_HUB_OFFLINE is set"):
+        run_stage("shard", cfg, tmp_path / "root", workers=1)

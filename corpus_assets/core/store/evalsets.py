@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,11 @@ def _hub_records(spec: EvalSetSpec) -> Iterator[dict[str, Any]]:
         for record in ds:
             yield dict(record)
     except (ConnectionError, TimeoutError, OSError) as exc:
+        if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+            raise ConfigError(  # offline, every retry fails the same way (as for tokenizers)
+                f"eval set {spec.name!r}: {spec.hf!r} is not cached and HF_HUB_OFFLINE is set; "
+                "go online once, or use a local path"
+            ) from None
         raise TransientError(f"eval set {spec.name!r}: cannot reach {spec.hf!r}: {exc}") from None
     except ValueError as exc:  # includes datasets' DatasetNotFoundError
         raise ConfigError(f"eval set {spec.name!r}: cannot load {spec.hf!r}: {exc}") from None
