@@ -70,7 +70,7 @@ def summary_metadata(summary: dict[str, Any], root: Path) -> Metadata:
                 [("reason", "string"), ("documents", "int")],
             )
             md["dropped_total"] = _v(sum(value.values()), "int")
-        elif key in ("duplicates", "pii") and isinstance(value, dict):
+        elif key in ("duplicates", "pii", "contaminated", "excluded") and isinstance(value, dict):
             for sub, n in sorted(value.items()):
                 md[f"{key}_{sub}"] = _v(n, "int")
         elif key == "sources" and isinstance(value, list):

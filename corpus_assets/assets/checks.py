@@ -26,6 +26,7 @@ SHARDS_MANIFEST_VALID = "shards_manifest_valid"
 SHARDS_NO_EXACT_DUPLICATES = "shards_no_exact_duplicates"
 SHARDS_NO_PII_RESIDUE = "shards_no_pii_residue"
 SHARDS_LICENSES_ALLOWED = "shards_licenses_allowed"
+SHARDS_DECONTAMINATED = "shards_decontaminated"
 TOKENS_MANIFEST_VALID = "tokens_manifest_valid"
 TOKENS_MATCH_SHARDS = "tokens_match_shards"
 TOKENS_ROUNDTRIP_SAMPLE = "tokens_roundtrip_sample"
@@ -48,6 +49,7 @@ SHARDS_AUDITS: dict[str, Auditor] = {
     SHARDS_NO_EXACT_DUPLICATES: audit.exact_duplicates,
     SHARDS_NO_PII_RESIDUE: audit.pii_residue,
     SHARDS_LICENSES_ALLOWED: audit.licenses_allowed,
+    SHARDS_DECONTAMINATED: audit.decontaminated,
 }
 TOKENS_AUDITS: dict[str, Auditor] = {
     TOKENS_MANIFEST_VALID: _tokens_manifest,
@@ -104,7 +106,7 @@ def check_results(
 def shards_checks(
     context: dg.AssetCheckExecutionContext, paths: CorpusPaths, configs: ConfigStore
 ) -> Iterator[dg.AssetCheckResult]:
-    """Audits of the partition's shards: manifest (blocking), duplicates, PII, licenses."""
+    """Audits of the partition's shards: manifest (blocking), duplicates, PII, licenses, evals."""
     yield from _evaluate(context, shards, SHARDS_AUDITS, paths, configs)
 
 

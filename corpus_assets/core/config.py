@@ -164,6 +164,103 @@ class TokenizerSpec(_Section):
         return self
 
 
+DECONTAMINATE_MODES = ("drop", "cut")
+SHA256_PIN = r"^[0-9a-f]{64}$"
+
+
+def _unique(kind: str, names: list[str]) -> None:
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"{kind} names must be unique; repeated: {', '.join(dupes)}")
+
+
+class EvalSetSpec(_Section):
+    """One `[[decontaminate.sets]]` table: an eval set whose items must not be in the corpus.
+
+    `path` is a local JSONL or Parquet file (relative to the config file), or `hf` a hub dataset
+    id with `split` (and `subset`). `fields` are the item fields whose text is indexed; `id_field`
+    names the item in the audit (else its row number). `sha256` pins the local file.
+    """
+
+    name: str = Field(pattern=NAME_PATTERN)
+    path: str | None = Field(default=None, min_length=1)
+    hf: str | None = Field(default=None, min_length=1)
+    split: str = "test"
+    subset: str | None = None
+    fields: tuple[str, ...] = Field(min_length=1)
+    id_field: str | None = None
+    sha256: str | None = Field(default=None, pattern=SHA256_PIN)
+
+    @model_validator(mode="after")
+    def _one_input(self) -> EvalSetSpec:
+        if (self.path is None) == (self.hf is None):
+            raise ValueError("set exactly one of path (a local JSONL/Parquet file) or hf")
+        if self.hf is not None and self.sha256 is not None:
+            raise ValueError("sha256 pins a local path; an hf set has none")
+        return self
+
+
+class DecontaminateSpec(_Section):
+    """Drop (or cut) documents that share a word n-gram with an eval set's items."""
+
+    ngram: int = Field(default=13, ge=1, le=64)
+    mode: str = "drop"
+    window: int = Field(default=200, ge=0)
+    min_chars: int = Field(default=200, ge=0)
+    max_pieces: int = Field(default=10, ge=1)
+    sets: tuple[EvalSetSpec, ...] = Field(min_length=1)
+
+    @field_validator("mode")
+    @classmethod
+    def _known_mode(cls, value: str) -> str:
+        if value not in DECONTAMINATE_MODES:
+            raise ValueError(f"unknown mode {value!r}; allowed: {', '.join(DECONTAMINATE_MODES)}")
+        return value
+
+    @field_validator("sets")
+    @classmethod
+    def _unique_sets(cls, value: tuple[EvalSetSpec, ...]) -> tuple[EvalSetSpec, ...]:
+        _unique("eval set", [s.name for s in value])
+        return value
+
+
+class IdListSpec(_Section):
+    """One `[[exclude.ids]]` table: a file of document ids (one per line, or JSONL `id_field`)."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    path: str = Field(min_length=1)
+    id_field: str = "id"
+    sha256: str | None = Field(default=None, pattern=SHA256_PIN)
+
+
+class EarlierBuildSpec(_Section):
+    """One `[[exclude.builds]]` table: a shards `_MANIFEST.json` path or a corpus partition key."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    manifest: str | None = Field(default=None, min_length=1)
+    partition: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one_build(self) -> EarlierBuildSpec:
+        if (self.manifest is None) == (self.partition is None):
+            raise ValueError("set exactly one of manifest (a shards _MANIFEST.json) or partition")
+        return self
+
+
+class ExcludeSpec(_Section):
+    """Documents already used elsewhere: by id, or by id or exact-dedup key of an earlier build."""
+
+    ids: tuple[IdListSpec, ...] = ()
+    builds: tuple[EarlierBuildSpec, ...] = ()
+
+    @model_validator(mode="after")
+    def _named_once(self) -> ExcludeSpec:
+        if not self.ids and not self.builds:
+            raise ValueError("name at least one [[exclude.ids]] or [[exclude.builds]] table")
+        _unique("exclude list", [s.name for s in self.ids] + [b.name for b in self.builds])
+        return self
+
+
 class CorpusConfig(_Section):
     """A whole corpus config as validated; identity comes from the raw form, not this one."""
 
@@ -176,6 +273,8 @@ class CorpusConfig(_Section):
     pii: PiiSpec = PiiSpec()
     licenses: LicenseSpec = LicenseSpec()
     shards: ShardSpec = ShardSpec()
+    decontaminate: DecontaminateSpec | None = None
+    exclude: ExcludeSpec | None = None
 
     @field_validator("sources")
     @classmethod

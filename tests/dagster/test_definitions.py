@@ -64,6 +64,7 @@ def test_checks_are_named_and_manifest_checks_block() -> None:
             checks.SHARDS_NO_EXACT_DUPLICATES,
             checks.SHARDS_NO_PII_RESIDUE,
             checks.SHARDS_LICENSES_ALLOWED,
+            checks.SHARDS_DECONTAMINATED,
             checks.TOKENS_MANIFEST_VALID,
             checks.TOKENS_MATCH_SHARDS,
             checks.TOKENS_ROUNDTRIP_SAMPLE,

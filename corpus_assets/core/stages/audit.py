@@ -125,6 +125,39 @@ def pii_residue(cfg: LoadedConfig, layout: Layout) -> Audit:
     )
 
 
+def decontaminated(cfg: LoadedConfig, layout: Layout) -> Audit:
+    """No shard document shares a word n-gram with an eval set of `[decontaminate]`."""
+    from corpus_assets.core.stages.screen_index import eval_index, load_eval_index
+    from corpus_assets.core.store.progress import Progress, silent
+    from corpus_assets.core.text.ngrams import ngram_hashes
+
+    spec = cfg.model.decontaminate
+    if spec is None:
+        return audit_of([], documents=0, note="no [decontaminate] section in this config")
+    infos = [eval_index(cfg, layout, s, spec.ngram, Progress("check", silent)) for s in spec.sets]
+    indexes = [load_eval_index(info) for info in infos]
+    problems: list[str] = []
+    documents = 0
+    for shard, first, texts in _shard_batches(cfg, layout):
+        documents += len(texts)
+        grams = ngram_hashes(texts, spec.ngram)
+        for info, index in zip(infos, indexes, strict=True):
+            item = index.lookup(grams.hashes)
+            hits = np.flatnonzero(item >= 0)
+            _docs, at = np.unique(grams.doc[hits], return_index=True)  # one line per document
+            for k in hits[at].tolist():
+                problems.append(
+                    f"{shard} row {first + int(grams.doc[k])}: an n-gram of eval set "
+                    f"{info.name!r} item {index.ids[int(item[k])]!r}"
+                )
+    return audit_of(
+        problems,
+        documents=documents,
+        eval_sets=",".join(i.name for i in infos),
+        ngrams_indexed=sum(len(i.hashes) for i in indexes),
+    )
+
+
 def licenses_allowed(cfg: LoadedConfig, layout: Layout) -> Audit:
     """Every source in the manifest and every document's license is on the allow-list."""
     allow = set(cfg.model.licenses.allow)

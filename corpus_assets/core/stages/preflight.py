@@ -17,7 +17,9 @@ backoff before saying so; the message says how to fix it (go online once, or set
 from __future__ import annotations
 
 from corpus_assets.core.config import SOURCE_KINDS, LoadedConfig, SourceSpec
-from corpus_assets.core.errors import ConfigError, TransientError
+from corpus_assets.core.errors import ConfigError, DataError, TransientError
+from corpus_assets.core.store.evalsets import eval_item, id_list, records
+from corpus_assets.core.store.registry import PARTITION_KEY
 from corpus_assets.core.store.sources import expand_inputs, is_local
 from corpus_assets.core.text.tokenizer import resolve_tokenizer
 
@@ -30,7 +32,7 @@ LOCAL_PREFIXES = ("/", "./", "../", "~")  # an hf `path` like these is a file, n
 
 def preflight(cfg: LoadedConfig) -> None:
     """Raise one ConfigError naming every problem of `cfg` that would fail its build later."""
-    problems = source_problems(cfg)
+    problems = source_problems(cfg) + screen_problems(cfg)
     try:
         resolve_tokenizer(cfg)
     except ConfigError as exc:
@@ -61,3 +63,42 @@ def source_problems(cfg: LoadedConfig) -> list[str]:
 
 def _looks_local(spec: SourceSpec) -> bool:
     return spec.kind == "hf" and spec.path.startswith(LOCAL_PREFIXES)
+
+
+def screen_problems(cfg: LoadedConfig) -> list[str]:
+    """`[decontaminate]` and `[exclude]`: files there, the first eval item has every field."""
+    from corpus_assets.core.stages.screen_index import eval_input
+
+    problems: list[str] = []
+    sets = cfg.model.decontaminate.sets if cfg.model.decontaminate else ()
+    for spec in sets:
+        try:
+            path = eval_input(cfg, spec)
+            first = next(iter(records(path)), None) if path is not None else None
+            if path is not None and first is None:
+                problems.append(f"eval set {spec.name!r}: {path} holds no items")
+            elif first is not None:
+                eval_item(spec, first[0], 0, first[1])
+        except (ConfigError, DataError) as exc:
+            problems.append(str(exc))
+    exclude = cfg.model.exclude
+    for ids in exclude.ids if exclude else ():
+        path = cfg.resolve(ids.path)
+        if not path.is_file():
+            problems.append(f"exclude list {ids.name!r}: file not found: {path}")
+            continue
+        try:
+            next(iter(id_list(ids, path)), None)
+        except (ConfigError, DataError, UnicodeDecodeError) as exc:
+            problems.append(f"exclude list {ids.name!r}: {exc}")
+    for build in exclude.builds if exclude else ():
+        if build.partition is not None and not PARTITION_KEY.match(build.partition):
+            problems.append(
+                f"exclude build {build.name!r}: {build.partition!r} is not a corpus partition "
+                "key; expected <dataset>-<version>-<hash12>"
+            )
+        if build.manifest is not None and not cfg.resolve(build.manifest).exists():
+            problems.append(
+                f"exclude build {build.name!r}: no shards manifest at {cfg.resolve(build.manifest)}"
+            )
+    return problems

@@ -38,6 +38,8 @@ def _shard(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) 
         "shards": r.shards,
         "text_bytes_out": r.bytes_out,
         "cached": r.cached,
+        **({"contaminated": r.contaminated} if cfg.model.decontaminate else {}),
+        **({"excluded": r.excluded} if cfg.model.exclude else {}),
     }
 
 

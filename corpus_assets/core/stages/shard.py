@@ -16,15 +16,17 @@ Three phases, each deterministic whatever the worker count:
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from corpus_assets.core.config import LoadedConfig
 from corpus_assets.core.errors import ConfigError, DataError, UpstreamMissing
+from corpus_assets.core.stages.screen_index import Screens, prepare
 from corpus_assets.core.stages.shard_dedup import duplicates
-from corpus_assets.core.stages.shard_tasks import TaskOutput, plan_tasks, run_tasks
+from corpus_assets.core.stages.shard_tasks import TaskOutput, plan_tasks, run_tasks, task_path
 from corpus_assets.core.stages.shard_verify import verify_shards
 from corpus_assets.core.stages.shard_writer import write_shards
 from corpus_assets.core.store import ledger
@@ -35,7 +37,7 @@ from corpus_assets.core.store.atomic import (
     remove_tree,
     write_json,
 )
-from corpus_assets.core.store.digests import verify_files
+from corpus_assets.core.store.digests import file_sha256, verify_files
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.progress import Progress
 from corpus_assets.core.version import CODE_VERSION
@@ -55,6 +57,13 @@ class ShardResult:
     shards: int
     bytes_out: int
     cached: bool
+    contaminated: dict[str, int] = field(default_factory=dict)
+    """Documents dropped per eval set (plus `cut` ones, see the manifest)."""
+    excluded: dict[str, int] = field(default_factory=dict)
+    """Documents dropped per exclusion list."""
+
+
+AUDIT = "audit.jsonl"
 
 
 def shard(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) -> ShardResult:
@@ -68,7 +77,8 @@ def shard(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) -
         return result_of(final / MANIFEST, cached=True)
     work = layout.work(cfg, "shard")
     tasks = plan_tasks(layout, sources)
-    outputs = run_tasks(cfg, layout, tasks, work / "tasks", workers, progress)
+    screens = prepare(cfg, layout, work, progress)
+    outputs = run_tasks(cfg, layout, tasks, work / "tasks", workers, progress, screens)
     progress.note(f"deduplicating {sum(o.kept for o in outputs):,} filtered documents")
     dedup = duplicates(cfg, outputs, work / "tasks", progress)
     counts = {"exact": int(dedup.exact.sum()), "near": int(dedup.near.sum())}
@@ -81,6 +91,8 @@ def shard(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) -
         cfg, outputs, work / "tasks", dedup.exact | dedup.near, dedup.partial, staging, progress
     )
     manifest = _manifest(cfg, sources, outputs, counts, len(dedup.partial), shards, written)
+    if screens.active:
+        manifest |= _screening(screens, outputs, _write_audit(outputs, work / "tasks", staging))
     write_json(staging / MANIFEST, manifest)
     publish_dir(staging, final)
     remove_tree(work)
@@ -143,7 +155,63 @@ def result_of(manifest_path: Path, cached: bool) -> ShardResult:
         shards=len(m["shards"]),
         bytes_out=m["text_bytes_out"],
         cached=cached,
+        contaminated={
+            s["name"]: s["documents_dropped"] + s["documents_cut"]
+            for s in m.get("decontamination", {}).get("sets", [])
+        },
+        excluded={x["name"]: x["documents"] for x in m.get("exclusions", [])},
     )
+
+
+def _write_audit(outputs: list[TaskOutput], task_dir: Path, staging: Path) -> dict[str, Any]:
+    """The tasks' audit records, in task order, as one JSONL file; its manifest entry."""
+    path, rows = staging / AUDIT, 0
+    with open(path, "wb") as out:
+        for o in outputs:
+            data = task_path(task_dir, o.index, ".audit.jsonl").read_bytes()
+            rows += data.count(b"\n")
+            out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+    return {"name": AUDIT, "sha256": file_sha256(path), "bytes": path.stat().st_size, "rows": rows}
+
+
+def _screening(
+    screens: Screens, outputs: list[TaskOutput], audit: dict[str, Any]
+) -> dict[str, Any]:
+    """The manifest's decontamination and exclusion counts, per eval set and per list."""
+    counts: Counter[str] = Counter()
+    for o in outputs:
+        counts.update(o.screened)
+    out: dict[str, Any] = {"audit": audit}
+    if screens.sets:
+        out["decontamination"] = {
+            "ngram": screens.ngram,
+            "mode": screens.mode,
+            "sets": [
+                {
+                    "name": s.name,
+                    "eval_sha256": s.record["eval_sha256"],
+                    "items": s.record["items"],
+                    "short_items": s.record["short_items"],
+                    "ngrams": s.record["ngrams"],
+                    "documents_dropped": counts[f"contaminated/{s.name}"],
+                    "documents_cut": counts[f"cut/{s.name}"],
+                }
+                for s in screens.sets
+            ],
+        }
+    if screens.lists:
+        out["exclusions"] = [
+            {
+                "name": x.name,
+                "kind": x.kind,
+                "entries": x.entries,
+                "documents": counts[f"excluded/{x.name}"],
+            }
+            for x in screens.lists
+        ]
+    return out
 
 
 def _manifest(
@@ -172,6 +240,11 @@ def _manifest(
             "pii": m.pii.model_dump(mode="json"),
             "licenses": m.licenses.model_dump(mode="json"),
             "shards": m.shards.model_dump(mode="json"),
+            **{
+                k: v.model_dump(mode="json")
+                for k, v in (("decontaminate", m.decontaminate), ("exclude", m.exclude))
+                if v is not None
+            },
         },
         "sources": sources,
         "documents_in": sum(o.docs_in for o in outputs),

@@ -14,7 +14,7 @@ import multiprocessing
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from corpus_assets.core.config import LoadedConfig
-from corpus_assets.core.store.atomic import atomic_writer, write_json
+from corpus_assets.core.stages.screen import (
+    EXCLUDED,
+    Screening,
+    decontaminate,
+    excluded_by_id,
+    excluded_by_key,
+)
+from corpus_assets.core.stages.screen_index import NO_SCREENS, Screens
+from corpus_assets.core.store.atomic import atomic_writer, write_bytes, write_json
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.progress import Progress
 from corpus_assets.core.text.filters import make_filter
@@ -63,6 +71,8 @@ class TaskOutput:
     bytes_in: int
     kept: int
     dropped: dict[str, int]
+    screened: dict[str, int] = field(default_factory=dict)
+    """Screened documents by `<reason>/<eval set or list>` (`contaminated`, `cut`, `excluded`)."""
 
 
 def plan_tasks(layout: Layout, sources: list[dict[str, Any]]) -> list[Task]:
@@ -102,6 +112,7 @@ def run_tasks(
     task_dir: Path,
     workers: int,
     progress: Progress,
+    screens: Screens = NO_SCREENS,
 ) -> list[TaskOutput]:
     """Run every unfinished task (in `workers` processes) and return all outputs in order."""
     task_dir.mkdir(parents=True, exist_ok=True)
@@ -109,24 +120,24 @@ def run_tasks(
     pending = [t for t in tasks if done[t.index] is None]
     if len(pending) < len(tasks):
         progress.note(f"resuming: {len(tasks) - len(pending)} of {len(tasks)} tasks already done")
-    for out in _execute(cfg, pending, task_dir, workers):
+    for out in _execute(cfg, pending, task_dir, workers, screens):
         done[out.index] = out
         progress.add(out.docs_in, out.bytes_in)
     return [o for o in (done[t.index] for t in tasks) if o is not None]
 
 
 def _execute(
-    cfg: LoadedConfig, pending: list[Task], task_dir: Path, workers: int
+    cfg: LoadedConfig, pending: list[Task], task_dir: Path, workers: int, screens: Screens
 ) -> Iterator[TaskOutput]:
     if workers <= 1 or len(pending) <= 1:
         for task in pending:
-            yield run_task(cfg, task, task_dir)
+            yield run_task(cfg, task, task_dir, screens)
         return
     # fork (Python's default on Linux) starts a worker in milliseconds; spawn re-imports for ~1 s
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     ctx = multiprocessing.get_context(method)
     with ProcessPoolExecutor(max_workers=min(workers, len(pending)), mp_context=ctx) as pool:
-        futures = [pool.submit(run_task, cfg, task, task_dir) for task in pending]
+        futures = [pool.submit(run_task, cfg, task, task_dir, screens) for task in pending]
         for future in futures:
             yield future.result()
 
@@ -138,16 +149,29 @@ def read_task(task: Task) -> pa.Table:
     )
 
 
-def run_task(cfg: LoadedConfig, task: Task, task_dir: Path) -> TaskOutput:
-    """Filter one row group; write survivors, their exact keys and signatures, then the marker."""
+def run_task(
+    cfg: LoadedConfig, task: Task, task_dir: Path, screens: Screens = NO_SCREENS
+) -> TaskOutput:
+    """Screen and filter one row group; write survivors, their keys and signatures, the marker."""
     table = read_task(task)
     keep_filter = make_filter(cfg.model.filters)
+    screening = Screening()
+    ids = table.column("id").to_pylist() if screens.active else []
+    sources = table.column("source").to_pylist() if screens.active else []
+
+    def doc(row: int) -> dict[str, Any]:
+        return {"id": ids[row], "source": sources[row]}
+
+    listed = excluded_by_id(screens, ids)
     dropped: Counter[str] = Counter()
     rows: list[int] = []
     texts: list[str] = []
     bytes_in = 0
     for row, raw in enumerate(table.column("text").to_pylist()):
         bytes_in += len(raw.encode("utf-8"))
+        if row in listed:
+            screening.drop(EXCLUDED, listed[row], doc(row), by="id")
+            continue
         text = normalize(raw)
         reason = keep_filter(text)
         if reason is None:
@@ -155,8 +179,30 @@ def run_task(cfg: LoadedConfig, task: Task, task_dir: Path) -> TaskOutput:
             texts.append(text)
         else:
             dropped[reason] += 1
-    _write_task(cfg, table.take(pa.array(rows, pa.int64())), texts, task_dir, task.index)
-    out = TaskOutput(task.index, table.num_rows, bytes_in, len(rows), dict(sorted(dropped.items())))
+    matched = decontaminate(
+        screens, texts, lambda i: doc(rows[i]), lambda t: keep_filter(t) is None, screening
+    )
+    if matched:  # a matched document is dropped (None) or kept cut
+        screened = [
+            (r, matched.get(i, t)) for i, (r, t) in enumerate(zip(rows, texts, strict=True))
+        ]
+        rows = [r for r, t in screened if t is not None]
+        texts = [t for _r, t in screened if t is not None]
+    kept = _write_task(cfg, table, rows, texts, task_dir, task.index, screens, screening, doc)
+    for key, n in screening.counts.items():
+        reason = key.split("/", 1)[0]
+        if reason != "cut":
+            dropped[reason] += n
+    if screens.active:
+        write_bytes(task_path(task_dir, task.index, ".audit.jsonl"), screening.jsonl())
+    out = TaskOutput(
+        task.index,
+        table.num_rows,
+        bytes_in,
+        kept,
+        dict(sorted(dropped.items())),
+        dict(sorted(screening.counts.items())),
+    )
     write_json(
         task_path(task_dir, task.index, ".done"), {**asdict(out), "code_version": CODE_VERSION}
     )
@@ -164,9 +210,18 @@ def run_task(cfg: LoadedConfig, task: Task, task_dir: Path) -> TaskOutput:
 
 
 def _write_task(
-    cfg: LoadedConfig, kept: pa.Table, texts: list[str], task_dir: Path, index: int
-) -> None:
-    """Scrub PII, then key and sign the texts as they will be written (dedup compares those)."""
+    cfg: LoadedConfig,
+    table: pa.Table,
+    rows: list[int],
+    texts: list[str],
+    task_dir: Path,
+    index: int,
+    screens: Screens,
+    screening: Screening,
+    doc: Any,
+) -> int:
+    """Scrub PII, key the texts as they will be written (dedup compares those), drop the ones
+    an earlier build holds, then write the rest with their keys and signatures; how many."""
     scrubber = Scrubber(cfg.model.pii)
     scrubbed: list[str] = []
     counts: dict[str, list[int]] = {k: [] for k in PII_KINDS}
@@ -176,6 +231,14 @@ def _write_task(
         for k in PII_KINDS:
             counts[k].append(found.get(k, 0))
     keys = np.frombuffer(b"".join(exact_key(t) for t in scrubbed), dtype="<u8").reshape(-1, 2)
+    known = excluded_by_key(screens, keys)
+    if known:
+        for pos, name in sorted(known.items()):
+            screening.drop(EXCLUDED, name, doc(rows[pos]), by="text")
+        keep = [i for i in range(len(rows)) if i not in known]
+        rows, scrubbed, keys = [rows[i] for i in keep], [scrubbed[i] for i in keep], keys[keep]
+        counts = {k: [v[i] for i in keep] for k, v in counts.items()}
+    kept = table.take(pa.array(rows, pa.int64()))
     _save_npy(task_path(task_dir, index, ".keys.npy"), keys)
     if cfg.model.dedup.near:
         _save_npy(task_path(task_dir, index, ".sigs.npy"), signatures(scrubbed, cfg.model.dedup))
@@ -189,6 +252,7 @@ def _write_task(
     }
     with atomic_writer(task_path(task_dir, index, ".parquet")) as fh:
         pq.write_table(pa.table(columns, schema=TASK_SCHEMA), fh, compression="zstd")
+    return len(rows)
 
 
 def _save_npy(path: Path, array: np.ndarray[Any, Any]) -> None:

@@ -34,6 +34,9 @@ def verify_shards(manifest_path: Path, doc: dict[str, Any] | None = None) -> lis
         return [str(exc)]
     folder = manifest_path.parent
     problems = verify_files(folder, shards)
+    audit = m.get("audit")  # the screening records (`[decontaminate]`, `[exclude]`)
+    if isinstance(audit, dict):
+        problems += verify_files(folder, [audit])
     rows = sum(s["rows"] for s in shards)
     if rows != m.get("documents_out"):
         problems.append(
