@@ -44,6 +44,7 @@ from corpus_assets.core.store.records import load_object
 REPORT = "REPORT.md"
 REPORT_JSON = "report.json"
 TOKENS_PLOT = "report_tokens.png"
+PLOTS = ("report_lengths.png", "report_drops.png", "report_duplicates.png", "report_pii.png")
 
 
 @dataclass(frozen=True)
@@ -212,6 +213,8 @@ def write_build_report(build: Build) -> ReportResult:
     plots = all_plots(numbers)
     text = render(numbers, list(plots)).encode("utf-8")
     folder = build.shards_manifest.parent
+    for stale in _leftovers(folder):  # of a report writer that was killed
+        stale.unlink(missing_ok=True)
     written = []
     for name, png in plots.items():
         write_bytes(folder / name, png)
@@ -224,3 +227,43 @@ def write_build_report(build: Build) -> ReportResult:
     return ReportResult(
         report=folder / REPORT, files=written, numbers=json.loads(dump_json(numbers))
     )
+
+
+def current_report(shards_manifest: Path) -> Path | None:
+    """The build's REPORT.md if it was made from its manifests as they are now, else None.
+
+    A no-op rebuild then shows the same report without drawing it again."""
+    build = find_build(shards_manifest)
+    folder = build.shards_manifest.parent
+    try:
+        made = json.loads((folder / REPORT_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not (folder / REPORT).is_file() or not isinstance(made, dict) or _leftovers(folder):
+        return None
+    if made.get("shards_manifest_sha256") != _sha256(build.shards_manifest):
+        return None
+    tokens = made.get("tokens")
+    if build.tokens_manifest is None:
+        if tokens is not None:
+            return None
+    elif not isinstance(tokens, dict) or tokens.get("manifest_sha256") != _sha256(
+        build.tokens_manifest
+    ):
+        return None
+    names = [*PLOTS, *([TOKENS_PLOT] if tokens is not None else [])]
+    try:  # REPORT.md is written last: one from before a killed rewrite would not match
+        same = render(made, names) == (folder / REPORT).read_text(encoding="utf-8")
+    except (KeyError, TypeError, ValueError, AttributeError, OSError):
+        return None
+    return folder / REPORT if same else None
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _leftovers(folder: Path) -> list[Path]:
+    """Temporary files of report files (`.NAME.tmp-PID`) that a killed writer left behind."""
+    names = {*PLOTS, TOKENS_PLOT, REPORT_JSON, REPORT}
+    return [p for p in folder.glob(".*.tmp-*") if p.name[1:].rsplit(".tmp-", 1)[0] in names]
