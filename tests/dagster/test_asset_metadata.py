@@ -64,10 +64,20 @@ def test_materializations_carry_config_sources_files_and_schema(
         "license",
     ]
     assert shards["text_size_out"] == human_size(doc["text_bytes_out"])
+    assert shards["files_size"] == human_size(sum(s["bytes"] for s in doc["shards"]))
+    removed, kept = (
+        sum(doc["duplicates"].values()),
+        doc["documents_out"] + sum(doc["duplicates"].values()),
+    )
+    assert shards["dedup_removed"] == (
+        f"{removed} of {kept} documents left by the filters ({100 * removed / kept:.1f} %)"
+    )
     tokens = _latest(instance, "tokens", key)
     token_rows = [r.data for r in tokens["files"].records]
     assert {r["name"].rsplit(".", 1)[1] for r in token_rows} == {"bin", "idx"}
     assert sum(r["tokens"] for r in token_rows if r["name"].endswith(".bin")) == tokens["tokens"]
+    tokens_doc = json.loads((layout.tokens(cfg) / "_MANIFEST.json").read_text())
+    assert tokens["files_size"] == human_size(sum(f["bytes"] for f in tokens_doc["files"]))
 
     # The build report with its plots inlined: on shards as sharded, on tokens complete.
     folder = layout.shards(cfg)
