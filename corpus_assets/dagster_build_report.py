@@ -1,10 +1,11 @@
 """The build report on the asset pages: `corpus report`'s REPORT.md with its plots inlined.
 
 Made in the run worker after the stage subprocess has exited and published its manifest, so no
-stage is slower for it (the step is: about a second for the plots, see docs/benchmarks.md). The
+stage is slower for it (the step is: about a second on 20 MB, see docs/benchmarks.md). The
 shards step reports the build as sharded (with tokens per document when a tokens build of the
-same config already exists); the tokens step reports it again, complete, so REPORT.md beside the
-shards always describes the latest finished stage. The report is outside the manifests' digests
+same config already exists); the tokens step completes it (the shards half, already drawn, is
+reused: core/stages/report.py), so REPORT.md beside the shards always describes the latest
+finished stage. The report is outside the manifests' digests
 (core/stages/report.py says why). A report still current (made from the manifests as they are)
 is shown again without drawing it, so a no-op rebuild costs two manifest hashes. A report that
 cannot be made never fails the build: the materialization says why instead, and

@@ -282,3 +282,24 @@ def test_current_report_is_reused_only_while_it_matches_the_build(
     write_report(shards)
     (tokens_of(root) / "_MANIFEST.json").unlink()
     assert current_report(shards) is None
+
+
+def test_a_report_completed_after_tokenize_equals_one_made_whole(
+    built: Path, tmp_path: Path
+) -> None:
+    """The tokens step reuses the shards half of the report the shards step wrote."""
+    from corpus_assets.core.stages.report import write_report
+
+    whole, halves = fresh_copy(built, tmp_path / "whole"), fresh_copy(built, tmp_path / "halves")
+    write_report(shards_of(whole) / "_MANIFEST.json")
+    tokens = tokens_of(halves)
+    tokens.rename(tokens.with_name("aside"))
+    first = write_report(shards_of(halves) / "_MANIFEST.json")
+    assert first.numbers["tokens"] is None
+    tokens.with_name("aside").rename(tokens)
+    (shards_of(halves) / "report_lengths.png").write_bytes(b"drawn by the shards step")
+    write_report(shards_of(halves) / "_MANIFEST.json")
+    assert (shards_of(halves) / "report_lengths.png").read_bytes() == b"drawn by the shards step"
+    for name in REPORT_FILES:
+        if name != "report_lengths.png":
+            assert (shards_of(whole) / name).read_bytes() == (shards_of(halves) / name).read_bytes()
