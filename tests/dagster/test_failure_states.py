@@ -113,3 +113,21 @@ def test_checks_a_failed_run_never_ran_leave_no_result(
         assert latest[key].status == AssetCheckExecutionRecordStatus.SUCCEEDED, key
         assert latest[key].partition == ok, key
         assert _check_partitions(instance, key) == {PASSED: {ok}}
+
+
+def test_a_cleanup_forgets_the_check_results_of_the_files_it_removed(
+    example: Path, root: Path, instance: dg.DagsterInstance, tmp_path: Path
+) -> None:
+    """Built and checked, then a rebuild fails at tokenize and is cleaned: no result remains."""
+    assert dagster_build.build(example, root, instance).exit_code == 0
+    key = load_config(example).partition_key
+    assert _check_partitions(instance, CHECK_KEYS[0]) == {PASSED: {key}}
+    runner = wrapped(tmp_path / "wrapper", "exit-once=65", "tokenize")
+    assert dagster_build.build(example, root, instance, stage_runner=runner).exit_code == 65
+    assert not Layout(root.resolve()).shards(load_config(example)).exists()
+    for asset in ("shards", "tokens"):
+        assert _statuses(instance, asset, [key]) == {key: FAILED}
+    latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(CHECK_KEYS)
+    assert latest == {}
+    for check in CHECK_KEYS:
+        assert _check_partitions(instance, check) == {}
