@@ -125,3 +125,13 @@ def test_every_asset_has_a_code_version_and_every_sensor_and_job_a_description()
         assert defs.resolve_sensor_def(sensor).description
     for job in ("corpus_build", "task_build", "corpus_cleanup"):
         assert defs.resolve_job_def(job).description
+
+
+def test_a_report_that_cannot_be_made_says_why_and_fails_nothing(example: Path, root: Path) -> None:
+    from corpus_assets.dagster_build_report import report_metadata
+
+    context = dg.build_asset_context()
+    got = report_metadata(context, load_config(example), Layout(root))  # nothing built there
+    assert set(got) == {"report"}
+    assert str(got["report"].value).startswith("not written: ")
+    assert "not a build" in str(got["report"].value)
