@@ -35,6 +35,7 @@ from typing import Any
 
 import dagster as dg
 
+from corpus_assets.dagster_records import forget_unrun_checks
 from corpus_assets.jobs import CLEANUP_JOB
 from corpus_assets.sensors.cleanup import (
     CANCEL_SENSOR,
@@ -126,6 +127,7 @@ def _compensate(
     canceled = run.status == dg.DagsterRunStatus.CANCELED
     if run.status != dg.DagsterRunStatus.FAILURE and not canceled:
         return
+    forget_unrun_checks(instance, run.run_id)
     request = cleanup_request(instance, run, "was cancelled" if canceled else "failed")
     if isinstance(request, dg.SkipReason):
         return

@@ -108,7 +108,9 @@ def provenance_metadata(
     if isinstance(manifest, str) and (root / manifest).is_file():
         doc = json.loads((root / manifest).read_text(encoding="utf-8"))
         md["manifest_sha256"] = _v(_file_sha256(root / manifest), "text")
-        md["files"] = _files_table(doc.get("shards") or doc.get("files") or [], stage == "tokenize")
+        files = doc.get("shards") or doc.get("files") or []
+        md["files"] = _files_table(files, stage == "tokenize")
+        md["files_size"] = _v(human_size(sum(int(f.get("bytes", 0)) for f in files)), "text")
         if stage == "shard":
             md["dagster/column_schema"] = _v(
                 {
@@ -223,7 +225,12 @@ def _derived(summary: dict[str, Any], md: Metadata) -> None:
     dupes = summary.get("duplicates")
     if isinstance(dupes, dict) and isinstance(summary.get("documents_in"), int):
         kept = summary.get("documents_out", 0) + sum(dupes.values())
-        md["dedup_ratio"] = _v(round(sum(dupes.values()) / kept, 6) if kept else 0.0, "float")
+        removed = sum(dupes.values())
+        md["dedup_ratio"] = _v(round(removed / kept, 6) if kept else 0.0, "float")
+        share = f" ({100 * removed / kept:.1f} %)" if kept else ""
+        md["dedup_removed"] = _v(
+            f"{removed:,} of {kept:,} documents left by the filters{share}", "text"
+        )
 
 
 def _sources_table(sources: list[Any]) -> dict[str, Any]:

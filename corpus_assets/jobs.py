@@ -56,7 +56,8 @@ def cleanup_partition(
     configs: ConfigStore,
     stage_runner: StageRunner,
 ) -> None:
-    """Delete the partition's shards, tokens and staging (never raw), then its materializations."""
+    """Delete the partition's shards, tokens and staging (never raw), then their
+    materializations and check results (the run's plan stays: a failed build reads Failed)."""
     if blocker := cleanup_blocker(context.instance, config.failed_run_id):
         context.log.info(f"cleanup of {config.partition_key} skipped: {blocker}")
         return
@@ -65,8 +66,8 @@ def cleanup_partition(
     for key in CLEANED_ASSETS:
         forget_partition(context.instance, key, config.partition_key)
     context.log.info(
-        f"wiped {', '.join(k.to_user_string() for k in CLEANED_ASSETS)} "
-        f"materializations of {config.partition_key}"
+        f"forgot the {', '.join(k.to_user_string() for k in CLEANED_ASSETS)} "
+        f"materializations and check results of {config.partition_key}"
     )
 
 
@@ -106,5 +107,5 @@ def corpus_recheck() -> None:
 
 @dg.job(name=CLEANUP_JOB, executor_def=dg.in_process_executor)
 def corpus_cleanup() -> None:
-    """Remove one partition's outputs and materialization records (launched by the sensors)."""
+    """Remove one partition's outputs, materializations and check results (sensors launch it)."""
     cleanup_partition()

@@ -22,6 +22,7 @@ from corpus_assets.assets.shards import shards
 from corpus_assets.assets.task_dataset import task_dataset
 from corpus_assets.assets.tokens import tokens
 from corpus_assets.dagster_dead_runs import cleanup_blocker
+from corpus_assets.dagster_records import forget_unrun_checks
 from corpus_assets.jobs import CLEANUP_JOB, corpus_cleanup
 
 PARTITION_TAG = "dagster/partition"
@@ -138,7 +139,11 @@ def compensated_by_its_build(run: dg.DagsterRun) -> bool:
 def sensor_request(
     instance: dg.DagsterInstance, run: dg.DagsterRun, outcome: str
 ) -> dg.RunRequest | dg.SkipReason:
-    """What a cleanup sensor answers: nothing while `corpus build` compensates, else the rule."""
+    """What a cleanup sensor answers: nothing while `corpus build` compensates, else the rule.
+
+    Either way the run's checks that never ran are forgotten first (dagster_records.py): they
+    would otherwise show as "Execution failed" on every partition's Checks tab."""
+    forget_unrun_checks(instance, run.run_id)
     if compensated_by_its_build(run):
         return dg.SkipReason(f"run {run.run_id} is cleaned up by the `corpus build` that ran it")
     return cleanup_request(instance, run, outcome)

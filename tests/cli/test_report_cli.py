@@ -256,3 +256,50 @@ def test_write_report_wants_the_shards_manifest(built: Path) -> None:
     with pytest.raises(ConfigError, match="not a shards manifest"):
         write_report(tokens_of(built) / "_MANIFEST.json")
     assert not (shards_of(built) / "REPORT.md").exists()
+
+
+def test_current_report_is_reused_only_while_it_matches_the_build(
+    built: Path, tmp_path: Path
+) -> None:
+    from corpus_assets.core.stages.report import current_report, write_report
+
+    root = fresh_copy(built, tmp_path)
+    shards = shards_of(root) / "_MANIFEST.json"
+    assert current_report(shards) is None  # none made yet
+    done = write_report(shards)
+    assert current_report(shards) == done.report
+    # A killed writer's temporary file: not current; the next report removes it.
+    leftover = shards_of(root) / ".report_pii.png.tmp-99999"
+    leftover.write_bytes(b"half a png")
+    assert current_report(shards) is None
+    write_report(shards)
+    assert not leftover.exists() and current_report(shards) == done.report
+    # REPORT.md from before the tokens build (a rewrite killed after report.json): not current.
+    text = done.report.read_text(encoding="utf-8")
+    done.report.write_text(text.replace("![Tokens per document](report_tokens.png)", ""))
+    assert current_report(shards) is None
+    # A tokens build made or changed since: not current.
+    write_report(shards)
+    (tokens_of(root) / "_MANIFEST.json").unlink()
+    assert current_report(shards) is None
+
+
+def test_a_report_completed_after_tokenize_equals_one_made_whole(
+    built: Path, tmp_path: Path
+) -> None:
+    """The tokens step reuses the shards half of the report the shards step wrote."""
+    from corpus_assets.core.stages.report import write_report
+
+    whole, halves = fresh_copy(built, tmp_path / "whole"), fresh_copy(built, tmp_path / "halves")
+    write_report(shards_of(whole) / "_MANIFEST.json")
+    tokens = tokens_of(halves)
+    tokens.rename(tokens.with_name("aside"))
+    first = write_report(shards_of(halves) / "_MANIFEST.json")
+    assert first.numbers["tokens"] is None
+    tokens.with_name("aside").rename(tokens)
+    (shards_of(halves) / "report_lengths.png").write_bytes(b"drawn by the shards step")
+    write_report(shards_of(halves) / "_MANIFEST.json")
+    assert (shards_of(halves) / "report_lengths.png").read_bytes() == b"drawn by the shards step"
+    for name in REPORT_FILES:
+        if name != "report_lengths.png":
+            assert (shards_of(whole) / name).read_bytes() == (shards_of(halves) / name).read_bytes()

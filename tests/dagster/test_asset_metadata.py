@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,8 @@ from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.version import CODE_VERSION
 from corpus_assets.dagster_report import human_size
 from corpus_assets.definitions import defs
+
+PLOT = re.compile(r"!\[([^\]]*)\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)")
 
 
 def _latest(instance: dg.DagsterInstance, asset: str, key: str) -> dict[str, Any]:
@@ -60,10 +64,44 @@ def test_materializations_carry_config_sources_files_and_schema(
         "license",
     ]
     assert shards["text_size_out"] == human_size(doc["text_bytes_out"])
+    assert shards["files_size"] == human_size(sum(s["bytes"] for s in doc["shards"]))
+    removed, kept = (
+        sum(doc["duplicates"].values()),
+        doc["documents_out"] + sum(doc["duplicates"].values()),
+    )
+    assert shards["dedup_removed"] == (
+        f"{removed} of {kept} documents left by the filters ({100 * removed / kept:.1f} %)"
+    )
     tokens = _latest(instance, "tokens", key)
     token_rows = [r.data for r in tokens["files"].records]
     assert {r["name"].rsplit(".", 1)[1] for r in token_rows} == {"bin", "idx"}
     assert sum(r["tokens"] for r in token_rows if r["name"].endswith(".bin")) == tokens["tokens"]
+    tokens_doc = json.loads((layout.tokens(cfg) / "_MANIFEST.json").read_text())
+    assert tokens["files_size"] == human_size(sum(f["bytes"] for f in tokens_doc["files"]))
+
+    # The build report with its plots inlined: on shards as sharded, on tokens complete.
+    folder = layout.shards(cfg)
+    shard_plots = PLOT.findall(shards["report"])
+    assert [title for title, _ in shard_plots] == [
+        "Document length before and after filtering",
+        "Drops by filter reason",
+        "Duplicates",
+        "PII by kind",
+    ]
+    assert base64.b64decode(shard_plots[1][1]) == (folder / "report_drops.png").read_bytes()
+    assert '"license": "cc0-1.0"' in shards["report"]  # the config, as the manifest holds it
+    token_plots = PLOT.findall(tokens["report"])
+    assert token_plots[:4] == shard_plots
+    assert token_plots[4][0] == "Tokens per document"
+    assert base64.b64decode(token_plots[4][1]) == (folder / "report_tokens.png").read_bytes()
+    assert tokens["report_path"] == str(folder / "REPORT.md")
+    assert "![Tokens per document](report_tokens.png)" in (folder / "REPORT.md").read_text()
+
+    # A no-op rebuild shows the same report without drawing it again.
+    made = (folder / "REPORT.md").stat().st_ino
+    assert dagster_build.build(example, root, instance).exit_code == 0
+    assert (folder / "REPORT.md").stat().st_ino == made
+    assert _latest(instance, "shards", key)["report"] == tokens["report"]
 
 
 def test_human_sizes() -> None:
@@ -87,3 +125,13 @@ def test_every_asset_has_a_code_version_and_every_sensor_and_job_a_description()
         assert defs.resolve_sensor_def(sensor).description
     for job in ("corpus_build", "task_build", "corpus_cleanup"):
         assert defs.resolve_job_def(job).description
+
+
+def test_a_report_that_cannot_be_made_says_why_and_fails_nothing(example: Path, root: Path) -> None:
+    from corpus_assets.dagster_build_report import report_metadata
+
+    context = dg.build_asset_context()
+    got = report_metadata(context, load_config(example), Layout(root))  # nothing built there
+    assert set(got) == {"report"}
+    assert str(got["report"].value).startswith("not written: ")
+    assert "not a build" in str(got["report"].value)

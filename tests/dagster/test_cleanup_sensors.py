@@ -17,6 +17,7 @@ import pytest
 from dagster_support import unlicensed, wrapped
 
 from corpus_assets import dagster_build
+from corpus_assets.assets.partitions import corpus_configs
 from corpus_assets.core.config import load_config
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.definitions import build_defs
@@ -188,6 +189,11 @@ def test_cancelled_run_requests_cleanup(
     assert request.run_key == run.run_id
     partition = request.run_config["ops"]["cleanup_partition"]["config"]["partition_key"]
     assert partition == cfg.partition_key
+    # Cleaned up, a cancelled build reads missing, not failed (Dagster counts FAILURE runs only).
+    _cleanup(request, root, instance)
+    for asset in ("shards", "tokens"):
+        status = instance.get_status_by_partition(dg.AssetKey(asset), [partition], corpus_configs)
+        assert status == {partition: None}, asset
 
 
 def _materialize(

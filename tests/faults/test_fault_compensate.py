@@ -37,7 +37,8 @@ from corpus_assets.sensors.cleanup import COMPENSATED_BY_TAG
 def _assert_cleaned(
     instance: dg.DagsterInstance, root: Path, config: Path, failed_run_id: str
 ) -> None:
-    """Exactly one cleanup for the run, no shards/tokens/staging left, raw kept, shown missing."""
+    """Exactly one cleanup for the run, no shards/tokens/staging left, raw kept, not materialized
+    (the partition reads FAILED: tests/dagster/test_failure_states.py)."""
     cfg, layout = load_config(config), Layout(root.resolve())
     cleanups = runs_of(instance, CLEANUP_JOB)
     assert [r.tags["corpus/cleanup_of"] for r in cleanups] == [failed_run_id]

@@ -34,7 +34,7 @@ from corpus_assets.core.stages.report_data import (
     tokens_per_document,
 )
 from corpus_assets.core.stages.report_markdown import render
-from corpus_assets.core.stages.report_plots import all_plots
+from corpus_assets.core.stages.report_plots import all_plots, tokens_plots
 from corpus_assets.core.stages.shard_verify import verify_shards
 from corpus_assets.core.stages.tokenize_verify import verify_tokens
 from corpus_assets.core.store.atomic import MANIFEST, dump_json, write_bytes
@@ -44,6 +44,7 @@ from corpus_assets.core.store.records import load_object
 REPORT = "REPORT.md"
 REPORT_JSON = "report.json"
 TOKENS_PLOT = "report_tokens.png"
+PLOTS = ("report_lengths.png", "report_drops.png", "report_duplicates.png", "report_pii.png")
 
 
 @dataclass(frozen=True)
@@ -129,11 +130,7 @@ def collect(build: Build) -> dict[str, Any]:
     raw = build.shards_manifest.read_bytes()
     doc = load_object(build.shards_manifest, "shards manifest")
     _refuse(verify_shards(build.shards_manifest, doc), build.shards_manifest)
-    tokens = None
-    if build.tokens_manifest is not None:
-        tdoc = load_object(build.tokens_manifest, "tokens manifest")
-        _refuse(verify_tokens(build.tokens_manifest, tdoc), build.tokens_manifest)
-        tokens = _tokens_numbers(build, tdoc)
+    tokens = _verified_tokens(build)
     before = lengths_before(build.root, doc)
     after = lengths_after(build.shards_manifest.parent, doc)
     bins = common_bins(before, after)
@@ -167,6 +164,39 @@ def collect(build: Build) -> dict[str, Any]:
         "pii": doc["pii"],
         "tokens": tokens,
     }
+
+
+def _verified_tokens(build: Build) -> dict[str, Any] | None:
+    """The tokens numbers of a verified tokens build; None without one."""
+    if build.tokens_manifest is None:
+        return None
+    tdoc = load_object(build.tokens_manifest, "tokens manifest")
+    _refuse(verify_tokens(build.tokens_manifest, tdoc), build.tokens_manifest)
+    return _tokens_numbers(build, tdoc)
+
+
+def _shards_part(build: Build) -> tuple[dict[str, Any], dict[str, bytes]] | None:
+    """The numbers and shard plots of a report made from this shards manifest as it is now.
+
+    After the tokenize stage only the tokens half is new: the shards half (the raw and shard
+    lengths, four plots) is taken from the report the shards step wrote; the shards are still
+    verified.
+    Its PNGs were written before its report.json, each by rename, so they are whole."""
+    folder = build.shards_manifest.parent
+    if _leftovers(folder):
+        return None
+    try:
+        made = json.loads((folder / REPORT_JSON).read_text(encoding="utf-8"))
+        plots = {name: (folder / name).read_bytes() for name in PLOTS}
+    except (OSError, ValueError):
+        return None
+    if not isinstance(made, dict):
+        return None
+    if made.get("shards_manifest_sha256") != _sha256(build.shards_manifest):
+        return None
+    doc = load_object(build.shards_manifest, "shards manifest")
+    _refuse(verify_shards(build.shards_manifest, doc), build.shards_manifest)  # still verified
+    return made, plots
 
 
 def _tokens_numbers(build: Build, tdoc: dict[str, Any]) -> dict[str, Any]:
@@ -203,15 +233,22 @@ def write_report(shards_manifest: Path, tokens_manifest: Path | None = None) -> 
 def write_build_report(build: Build) -> ReportResult:
     """`write_report` of a build found by `find_build`."""
     try:
-        numbers = collect(build)
+        reused = _shards_part(build)
+        if reused is None:
+            numbers = collect(build)
+            plots = all_plots(numbers)
+        else:
+            numbers = {**reused[0], "tokens": _verified_tokens(build)}
+            plots = reused[1] | tokens_plots(numbers)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise DataError(
             f"{build.shards_manifest}: malformed manifest, no report written "
             f"({type(exc).__name__}: {exc})"
         ) from None
-    plots = all_plots(numbers)
     text = render(numbers, list(plots)).encode("utf-8")
     folder = build.shards_manifest.parent
+    for stale in _leftovers(folder):  # of a report writer that was killed
+        stale.unlink(missing_ok=True)
     written = []
     for name, png in plots.items():
         write_bytes(folder / name, png)
@@ -224,3 +261,43 @@ def write_build_report(build: Build) -> ReportResult:
     return ReportResult(
         report=folder / REPORT, files=written, numbers=json.loads(dump_json(numbers))
     )
+
+
+def current_report(shards_manifest: Path) -> Path | None:
+    """The build's REPORT.md if it was made from its manifests as they are now, else None.
+
+    A no-op rebuild then shows the same report without drawing it again."""
+    build = find_build(shards_manifest)
+    folder = build.shards_manifest.parent
+    try:
+        made = json.loads((folder / REPORT_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not (folder / REPORT).is_file() or not isinstance(made, dict) or _leftovers(folder):
+        return None
+    if made.get("shards_manifest_sha256") != _sha256(build.shards_manifest):
+        return None
+    tokens = made.get("tokens")
+    if build.tokens_manifest is None:
+        if tokens is not None:
+            return None
+    elif not isinstance(tokens, dict) or tokens.get("manifest_sha256") != _sha256(
+        build.tokens_manifest
+    ):
+        return None
+    names = [*PLOTS, *([TOKENS_PLOT] if tokens is not None else [])]
+    try:  # REPORT.md is written last: one from before a killed rewrite would not match
+        same = render(made, names) == (folder / REPORT).read_text(encoding="utf-8")
+    except (KeyError, TypeError, ValueError, AttributeError, OSError):
+        return None
+    return folder / REPORT if same else None
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _leftovers(folder: Path) -> list[Path]:
+    """Temporary files of report files (`.NAME.tmp-PID`) that a killed writer left behind."""
+    names = {*PLOTS, TOKENS_PLOT, REPORT_JSON, REPORT}
+    return [p for p in folder.glob(".*.tmp-*") if p.name[1:].rsplit(".tmp-", 1)[0] in names]

@@ -95,13 +95,20 @@ def all_plots(numbers: Mapping[str, Any]) -> dict[str, bytes]:
         "report_duplicates.png": bar_plot("Duplicates removed or cut", numbers["duplicates"]),
         "report_pii.png": bar_plot("PII replaced, by kind", numbers["pii"], "occurrences"),
     }
+    return plots | tokens_plots(numbers)
+
+
+def tokens_plots(numbers: Mapping[str, Any]) -> dict[str, bytes]:
+    """The tokens-per-document plot, when the numbers have a tokens build."""
     tokens = numbers["tokens"]
-    if tokens is not None:
-        per_doc = tokens["per_document"]
-        plots["report_tokens.png"] = histogram_plot(
+    if tokens is None:
+        return {}
+    per_doc = tokens["per_document"]
+    return {
+        "report_tokens.png": histogram_plot(
             "Tokens per document (EOS included)",
             "tokens per document",
             per_doc["edges"],
             {"documents": per_doc["counts"]},
         )
-    return plots
+    }

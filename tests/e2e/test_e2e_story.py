@@ -1,0 +1,131 @@
+"""What a person sees in the UI after two builds, one healthy and one failed and cleaned up.
+
+Headless Chromium on the running `corpus ui`: the shards page shows the build's config and its
+report with the plot images decoded; the Partitions tab's Failed filter lists the failed
+partition (its files gone) and not the healthy one; the healthy partition's checks read
+Succeeded, none "Execution failed"; the checks re-run from the Launchpad (`corpus_recheck`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster_support import unlicensed, variant
+from e2e_support import DagsterDev, wait_for
+from playwright.sync_api import Page
+from test_e2e_ui import ARTIFACTS, CHROMIUM_ARGS, _chromium, _skip_community_modal
+
+from corpus_assets.core.config import load_config
+from corpus_assets.core.store.layout import Layout
+
+# The shards step reports the build as sharded; tokens per document joins on the tokens page.
+PLOTS = ["Document length before and after filtering", "Drops by filter reason", "Duplicates"]
+PLOTS.append("PII by kind")
+CHECKS = [
+    "shards_licenses_allowed",
+    "shards_manifest_valid",
+    "shards_no_exact_duplicates",
+    "shards_no_pii_residue",
+]
+
+RECHECK_CONFIG = "ops:\n  recheck_partition:\n    config:\n      partition_key: {key}\n"
+
+
+def _build(dagster_dev: DagsterDev, config: Path) -> dict[str, object]:
+    done = dagster_dev.corpus("build", str(config), "--root", str(dagster_dev.root))
+    return {"code": done.returncode, **json.loads(done.stdout)}
+
+
+def _report_images(page: Page) -> list[tuple[str, int]]:
+    """Open the `report` metadata's Markdown; each image's alt text and decoded width."""
+    row = page.locator("tr", has=page.locator("td", has_text="report_path")).first
+    row.wait_for()
+    report = page.locator("tr", has=page.get_by_text("report", exact=True)).first
+    report.get_by_text("[Show Markdown]").click()
+    page.locator(f"img[alt='{PLOTS[-1]}']").wait_for()
+    page.wait_for_function("() => Array.from(document.images).every(i => i.complete)")
+    page.locator(f"img[alt='{PLOTS[1]}']").scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "ui-shards-report.png"))
+    images: list[tuple[str, int]] = page.evaluate(
+        "() => Array.from(document.images).filter(i => i.src.startsWith('data:image/png'))"
+        ".map(i => [i.alt, i.naturalWidth])"
+    )
+    page.keyboard.press("Escape")
+    return images
+
+
+@pytest.mark.timeout(600)
+def test_report_failed_partition_checks_and_recheck_in_the_ui(dagster_dev: DagsterDev) -> None:
+    from playwright.sync_api import sync_playwright
+
+    healthy = variant(dagster_dev.example, "story-ok", version="story")
+    failing = unlicensed(dagster_dev.example)
+    ok, bad = load_config(healthy), load_config(failing)
+    assert _build(dagster_dev, healthy)["code"] == 0
+    assert _build(dagster_dev, failing)["code"] == 65  # `corpus build` cleans up after it
+    layout = Layout(dagster_dev.root.resolve())
+    assert not layout.shards(bad).exists()
+    ARTIFACTS.mkdir(exist_ok=True)
+    url = dagster_dev.url
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=_chromium(), headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(60_000)
+        try:
+            # The shards page: the config and the report's plots, decoded by the browser.
+            page.goto(f"{url}/assets/shards?partition={ok.partition_key}")
+            page.get_by_text(ok.build_id).first.wait_for()
+            _skip_community_modal(page)
+            page.get_by_text('"license": "cc0-1.0"').first.wait_for()
+            images = _report_images(page)
+            assert [alt for alt, _ in images] == PLOTS
+            assert all(width == 700 for _, width in images), images
+
+            # Partitions: only the failed one under the Failed filter.
+            page.goto(f"{url}/assets/shards?view=partitions")
+            for status in ("Materialized", "Materializing", "Missing"):
+                page.get_by_text(f"{status} (").first.click()
+            page.get_by_text(bad.partition_key).first.wait_for()
+            page.screenshot(path=str(ARTIFACTS / "ui-failed-partition.png"))
+            assert page.get_by_text(ok.partition_key).count() == 0
+
+            # Checks: the healthy partition's results, none "Execution failed".
+            page.goto(f"{url}/assets/shards?view=checks")
+            for name in CHECKS:
+                page.get_by_text(name).first.wait_for()
+            assert page.get_by_text("Succeeded").count() == len(CHECKS)
+            assert page.get_by_text("Execution failed").count() == 0
+
+            # Re-run the checks of the healthy partition from the Launchpad.
+            page.goto(f"{url}/locations/corpus_assets.definitions/jobs/corpus_recheck/playground")
+            page.locator(".CodeMirror").wait_for()
+            config = RECHECK_CONFIG.format(key=ok.partition_key)
+            page.evaluate(
+                "(y) => document.querySelector('.CodeMirror').CodeMirror.setValue(y)", config
+            )
+            page.get_by_role("button", name="Launch Run").click()
+            page.wait_for_url("**/runs/*")
+            run_id = page.url.rsplit("/", 1)[1].split("?")[0]
+            with dagster_dev.instance() as instance:
+
+                def finished() -> dg.DagsterRun | None:
+                    run = instance.get_run_by_id(run_id)
+                    return run if run is not None and run.is_finished else None
+
+                run = wait_for(finished, 180, "the corpus_recheck run", every=1.0)
+                assert run.status == dg.DagsterRunStatus.SUCCESS
+                keys = [dg.AssetCheckKey(dg.AssetKey("shards"), n) for n in CHECKS]
+                latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(keys)
+                assert {r.run_id for r in latest.values()} == {run_id}
+            page.goto(f"{url}/assets/shards?view=checks")
+            page.get_by_text(CHECKS[0]).first.wait_for()
+            page.get_by_text("Succeeded").nth(len(CHECKS) - 1).wait_for()
+            page.screenshot(path=str(ARTIFACTS / "ui-rechecked.png"))
+        except BaseException:
+            page.screenshot(path=str(ARTIFACTS / "ui-story-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
