@@ -14,6 +14,8 @@ cannot be made never fails the build: the materialization says why instead, and
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from typing import Any
 
@@ -22,8 +24,22 @@ import dagster as dg
 from corpus_assets.core.config import LoadedConfig
 from corpus_assets.core.stages.report import current_report, write_report
 from corpus_assets.core.stages.report_markdown import with_inline_images
+from corpus_assets.core.stages.report_plots import private_config_dir, warm_up
 from corpus_assets.core.store.atomic import MANIFEST
 from corpus_assets.core.store.layout import Layout
+
+
+def warm_up_report() -> None:
+    """Import the plotting library on a daemon thread while the stage's subprocess runs (the
+    run worker only waits for it then), so the report after the stage starts drawing at once."""
+
+    private_config_dir()  # here, not on the thread: a thread must not change the environment
+
+    def run() -> None:
+        with contextlib.suppress(Exception):  # the report itself says what went wrong
+            warm_up()
+
+    threading.Thread(target=run, name="report-warm-up", daemon=True).start()
 
 
 def report_metadata(

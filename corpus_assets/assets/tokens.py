@@ -8,7 +8,7 @@ from corpus_assets.assets.partitions import corpus_configs
 from corpus_assets.assets.policies import STAGE_RETRY
 from corpus_assets.assets.shards import shards
 from corpus_assets.core.version import CODE_VERSION
-from corpus_assets.dagster_build_report import with_report
+from corpus_assets.dagster_build_report import warm_up_report, with_report
 from corpus_assets.resources.configs import ConfigStore
 from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.resources.stage_runner import StageRunner
@@ -31,5 +31,6 @@ def tokens(
 ) -> dg.MaterializeResult[Any]:
     """Token files (`.bin` + `.idx`) of every shard, read by `TokenDataset` (stage `tokenize`)."""
     config_file = configs.file_for_run(context)
+    warm_up_report()
     done = stage_runner.run_stage(context, "tokenize", config_file, paths.root_path())
     return with_report(context, done, configs.load(context.partition_key), paths.layout())
