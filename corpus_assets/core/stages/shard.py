@@ -23,6 +23,7 @@ from typing import Any
 
 from corpus_assets.core.config import LoadedConfig
 from corpus_assets.core.errors import ConfigError, DataError, UpstreamMissing
+from corpus_assets.core.stages.backend import LOCAL, Backend
 from corpus_assets.core.stages.shard_dedup import duplicates
 from corpus_assets.core.stages.shard_tasks import TaskOutput, plan_tasks, run_tasks
 from corpus_assets.core.stages.shard_verify import verify_shards
@@ -57,7 +58,13 @@ class ShardResult:
     cached: bool
 
 
-def shard(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) -> ShardResult:
+def shard(
+    cfg: LoadedConfig,
+    layout: Layout,
+    workers: int,
+    progress: Progress,
+    backend: Backend = LOCAL,
+) -> ShardResult:
     """Build (or find) the shards of `cfg`; every check happens before anything is written."""
     if not cfg.model.sources:
         raise ConfigError("the config has no [[sources]]; the shard stage needs at least one")
@@ -68,7 +75,7 @@ def shard(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) -
         return result_of(final / MANIFEST, cached=True)
     work = layout.work(cfg, "shard")
     tasks = plan_tasks(layout, sources)
-    outputs = run_tasks(cfg, layout, tasks, work / "tasks", workers, progress)
+    outputs = run_tasks(cfg, layout, tasks, work / "tasks", workers, progress, backend)
     progress.note(f"deduplicating {sum(o.kept for o in outputs):,} filtered documents")
     dedup = duplicates(cfg, outputs, work / "tasks", progress)
     counts = {"exact": int(dedup.exact.sum()), "near": int(dedup.near.sum())}

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from corpus_assets.core.config import LoadedConfig
+from corpus_assets.core.stages.backend import LOCAL, Backend
 from corpus_assets.core.store.atomic import atomic_writer, write_json
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.progress import Progress
@@ -102,22 +103,35 @@ def run_tasks(
     task_dir: Path,
     workers: int,
     progress: Progress,
+    backend: Backend = LOCAL,
 ) -> list[TaskOutput]:
-    """Run every unfinished task (in `workers` processes) and return all outputs in order."""
+    """Run every unfinished task (in `workers` processes, or on Ray) and return all outputs
+    in order."""
     task_dir.mkdir(parents=True, exist_ok=True)
     done = {t.index: load_output(task_dir, t.index) for t in tasks}
     pending = [t for t in tasks if done[t.index] is None]
     if len(pending) < len(tasks):
         progress.note(f"resuming: {len(tasks) - len(pending)} of {len(tasks)} tasks already done")
-    for out in _execute(cfg, pending, task_dir, workers):
+    for out in _execute(cfg, pending, task_dir, workers, backend, progress):
         done[out.index] = out
         progress.add(out.docs_in, out.bytes_in)
     return [o for o in (done[t.index] for t in tasks) if o is not None]
 
 
 def _execute(
-    cfg: LoadedConfig, pending: list[Task], task_dir: Path, workers: int
+    cfg: LoadedConfig,
+    pending: list[Task],
+    task_dir: Path,
+    workers: int,
+    backend: Backend,
+    progress: Progress,
 ) -> Iterator[TaskOutput]:
+    if backend.is_ray and pending:
+        from corpus_assets.core.stages.ray_tasks import ray_session
+
+        with ray_session(backend, workers, task_dir, progress) as session:
+            yield from session.map(run_task, [(cfg, task, task_dir) for task in pending])
+        return
     if workers <= 1 or len(pending) <= 1:
         for task in pending:
             yield run_task(cfg, task, task_dir)
