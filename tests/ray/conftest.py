@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -13,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("ray", reason="the Ray tests need the [ray] extra")
+if importlib.util.find_spec("ray") is None:  # not imported here: a stage imports it itself
+    pytest.skip("the Ray tests need the [ray] extra", allow_module_level=True)
 
 REPO = Path(__file__).resolve().parents[2]
 GPT2 = REPO / "data" / "tokenizers" / "gpt2" / "tokenizer.json"
@@ -91,6 +93,16 @@ def corpus(env: dict[str, str], *args: str, check: bool = True) -> subprocess.Co
     if check and proc.returncode != 0:
         raise AssertionError(f"corpus {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}")
     return proc
+
+
+def build(env: dict[str, str], cfg: Path, root: Path, *extra: str) -> list[str]:
+    """fetch (local), then shard and tokenize with `extra`; their stderr."""
+    common = ("--config", str(cfg), "--root", str(root))
+    corpus(env, "run", "--stage", "fetch", *common)
+    return [
+        corpus(env, "run", "--stage", stage, *common, *extra).stderr
+        for stage in ("shard", "tokenize")
+    ]
 
 
 def tree(folder: Path) -> dict[str, bytes]:

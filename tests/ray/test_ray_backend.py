@@ -15,17 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from conftest import corpus, outputs, ray_env, write_config
-
-
-def _build(env: dict[str, str], cfg: Path, root: Path, *extra: str) -> list[str]:
-    """fetch (local), then shard and tokenize with `extra`; their stderr."""
-    common = ("--config", str(cfg), "--root", str(root))
-    corpus(env, "run", "--stage", "fetch", *common)
-    return [
-        corpus(env, "run", "--stage", stage, *common, *extra).stderr
-        for stage in ("shard", "tokenize")
-    ]
+from conftest import build, corpus, outputs, ray_env, write_config
 
 
 def _processes_mentioning(text: str) -> list[int]:
@@ -45,10 +35,10 @@ def test_ray_outputs_match_the_local_pool_for_1_and_2_workers(
     env = ray_env(home, short_tmp)
     cfg = write_config(tmp_path, bench_corpus)
     local, ray1, ray2 = tmp_path / "local", tmp_path / "ray1", tmp_path / "ray2"
-    _build(env, cfg, local, "--workers", "2")
-    logs = _build(env, cfg, ray1, "--backend", "ray", "--workers", "1")
+    build(env, cfg, local, "--workers", "2")
+    logs = build(env, cfg, ray1, "--backend", "ray", "--workers", "1")
     assert all("on a local Ray (1 CPUs)" in log for log in logs), logs
-    logs = _build(env, cfg, ray2, "--backend", "ray", "--workers", "2")
+    logs = build(env, cfg, ray2, "--backend", "ray", "--workers", "2")
     assert all("on a local Ray (2 CPUs)" in log for log in logs), logs
     reference = outputs(local)
     assert len([n for n in reference if n.endswith(".parquet")]) > 2
@@ -132,7 +122,7 @@ def test_a_killed_ray_worker_is_retried_and_the_bytes_do_not_change(
     env = ray_env(home, short_tmp)
     cfg = write_config(tmp_path, bench_corpus)
     local, root = tmp_path / "local", tmp_path / "ray"
-    _build(env, cfg, local, "--workers", "2")
+    build(env, cfg, local, "--workers", "2")
     common = ["--config", str(cfg), "--root", str(root), "--backend", "ray", "--workers", "2"]
     corpus(env, "run", "--stage", "fetch", *common[:4])
     for stage, title in (("shard", "run_task"), ("tokenize", "ray_task")):
@@ -150,7 +140,7 @@ def test_a_stage_killed_on_the_local_pool_resumes_on_ray(
     env = ray_env(home, short_tmp)
     cfg = write_config(tmp_path, bench_corpus)
     local, root = tmp_path / "local", tmp_path / "resumed"
-    _build(env, cfg, local, "--workers", "2")
+    build(env, cfg, local, "--workers", "2")
     common = ["--config", str(cfg), "--root", str(root)]
     corpus(env, "run", "--stage", "fetch", *common)
     proc = subprocess.Popen(

@@ -19,6 +19,7 @@ import logging
 import os
 import secrets
 import shutil
+import socket
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -33,6 +34,7 @@ RETRIES = 3
 RETRY_ON: tuple[type[BaseException], ...] = (OSError, TimeoutError, TransientError)
 POLL_S = 1.0
 PROBE_TIMEOUT_S = 60.0
+CONNECT_TIMEOUT_S = 10.0
 LOCAL_OBJECT_STORE_BYTES = 256 << 20  # tasks pass paths and counts, not data
 SHARED_ROOT = (
     "the data root must be one shared POSIX file system mounted at the same path on every "
@@ -136,6 +138,7 @@ def _connect(ray: Any, backend: Backend, workers: int, temp: Path | None) -> Non
     quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
     try:
         if temp is None:
+            _reachable(str(backend.ray_address))
             ray.init(address=backend.ray_address, **quiet)
         else:
             ray.init(
@@ -148,6 +151,21 @@ def _connect(ray: Any, backend: Backend, workers: int, temp: Path | None) -> Non
     except (ConnectionError, TimeoutError) as exc:
         raise TransientError(
             f"cannot connect to Ray at {backend.ray_address}: {_first_line(exc)}"
+        ) from None
+
+
+def _reachable(address: str) -> None:
+    """A HOST:PORT address answers on TCP (Ray itself would wait for minutes); other forms
+    (`auto`, `ray://...`) are left to Ray."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise TransientError(
+            f"cannot connect to Ray at {address}: {exc.strerror or exc}; is the cluster's head "
+            "running there (`ray start --head`)?"
         ) from None
 
 
