@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from conftest import build, corpus, outputs, ray_env, write_config
+from ray_support import build, corpus, outputs, ray_env, write_config
 
 
 def _processes_mentioning(text: str) -> list[int]:
@@ -144,7 +144,18 @@ def test_a_stage_killed_on_the_local_pool_resumes_on_ray(
     common = ["--config", str(cfg), "--root", str(root)]
     corpus(env, "run", "--stage", "fetch", *common)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "corpus_assets.cli", "run", "--stage", "shard", *common],
+        # one worker: tasks run one after another in the stage process, the kill lands between
+        [
+            sys.executable,
+            "-m",
+            "corpus_assets.cli",
+            "run",
+            "--stage",
+            "shard",
+            *common,
+            "--workers",
+            "1",
+        ],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from cluster_support import LocalCluster, can_unshare_mounts
-from conftest import build, corpus, outputs, write_config
+from ray_support import build, corpus, outputs, write_config
 
 
 @pytest.fixture(scope="module")

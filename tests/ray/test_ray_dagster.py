@@ -7,7 +7,7 @@ import shutil
 import socket
 from pathlib import Path
 
-from conftest import REPO, corpus, outputs, ray_env, write_config
+from ray_support import REPO, corpus, outputs, ray_env, write_config
 
 from corpus_assets.resources.stage_runner import StageRunner
 

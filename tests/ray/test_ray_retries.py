@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ray_env
+from ray_support import ray_env
 
 SCRIPT = Path(__file__).with_name("retry_script.py")
 
