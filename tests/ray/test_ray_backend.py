@@ -38,6 +38,7 @@ def test_ray_outputs_match_the_local_pool_for_1_and_2_workers(
     build(env, cfg, local, "--workers", "2")
     logs = build(env, cfg, ray1, "--backend", "ray", "--workers", "1")
     assert all("on a local Ray (1 CPUs)" in log for log in logs), logs
+    assert "shards as Ray tasks" in logs[0]  # phase 3 too
     logs = build(env, cfg, ray2, "--backend", "ray", "--workers", "2")
     assert all("on a local Ray (2 CPUs)" in log for log in logs), logs
     reference = outputs(local)

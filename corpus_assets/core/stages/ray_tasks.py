@@ -22,7 +22,7 @@ import shutil
 import socket
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +109,36 @@ def ray_session(
     finally:
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
+
+
+@contextmanager
+def ray_or_local(
+    backend: Backend, workers: int, probe_dir: Path, progress: Progress
+) -> Iterator[RaySession | None]:
+    """For a `ray` backend, a session that connects (or starts Ray) at its first `map` and
+    stops on exit, so a stage that fails its checks or is already built never starts Ray;
+    else None (the caller's local pool)."""
+    if not backend.is_ray:
+        yield None
+        return
+    with ExitStack() as stack:
+        yield _LazySession(stack, backend, workers, probe_dir, progress)
+
+
+class _LazySession(RaySession):
+    def __init__(
+        self, stack: ExitStack, backend: Backend, workers: int, probe_dir: Path, progress: Progress
+    ) -> None:
+        super().__init__(None, progress)
+        self.stack = stack
+        self.settings = (backend, workers, probe_dir, progress)
+
+    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> Iterator[Any]:
+        if not args:
+            return iter(())
+        if self.ray is None:
+            self.ray = self.stack.enter_context(ray_session(*self.settings)).ray
+        return super().map(fn, args)
 
 
 def _short_temp() -> str:

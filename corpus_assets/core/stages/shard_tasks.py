@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from corpus_assets.core.config import LoadedConfig
-from corpus_assets.core.stages.backend import LOCAL, Backend
+from corpus_assets.core.stages.ray_tasks import RaySession
 from corpus_assets.core.store.atomic import atomic_writer, write_json
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.progress import Progress
@@ -103,16 +103,16 @@ def run_tasks(
     task_dir: Path,
     workers: int,
     progress: Progress,
-    backend: Backend = LOCAL,
+    session: RaySession | None = None,
 ) -> list[TaskOutput]:
-    """Run every unfinished task (in `workers` processes, or on Ray) and return all outputs
-    in order."""
+    """Run every unfinished task (in `workers` processes, or on Ray when given a session) and
+    return all outputs in order."""
     task_dir.mkdir(parents=True, exist_ok=True)
     done = {t.index: load_output(task_dir, t.index) for t in tasks}
     pending = [t for t in tasks if done[t.index] is None]
     if len(pending) < len(tasks):
         progress.note(f"resuming: {len(tasks) - len(pending)} of {len(tasks)} tasks already done")
-    for out in _execute(cfg, pending, task_dir, workers, backend, progress):
+    for out in _execute(cfg, pending, task_dir, workers, session):
         done[out.index] = out
         progress.add(out.docs_in, out.bytes_in)
     return [o for o in (done[t.index] for t in tasks) if o is not None]
@@ -123,14 +123,10 @@ def _execute(
     pending: list[Task],
     task_dir: Path,
     workers: int,
-    backend: Backend,
-    progress: Progress,
+    session: RaySession | None,
 ) -> Iterator[TaskOutput]:
-    if backend.is_ray and pending:
-        from corpus_assets.core.stages.ray_tasks import ray_session
-
-        with ray_session(backend, workers, task_dir, progress) as session:
-            yield from session.map(run_task, [(cfg, task, task_dir) for task in pending])
+    if session is not None:
+        yield from session.map(run_task, [(cfg, task, task_dir) for task in pending])
         return
     if workers <= 1 or len(pending) <= 1:
         for task in pending:
