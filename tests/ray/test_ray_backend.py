@@ -7,6 +7,7 @@ folder; the `home` fixture checks HOME is still empty afterwards (no ~/.ray/auth
 from __future__ import annotations
 
 import functools
+import json
 import os
 import signal
 import subprocess
@@ -131,6 +132,10 @@ def test_a_killed_ray_worker_is_retried_and_the_bytes_do_not_change(
         assert killed is not None, f"no Ray worker was caught running {title}: {run.stderr}"
         assert _gone(killed)
         assert run.returncode == 0, run.stderr
+        # Ray saw that very worker die in the middle of a task and ran the task again
+        assert f"Worker PID: {killed} " in run.stderr, run.stderr
+        assert f"Task {title} failed. There are 3 retries remaining" in run.stderr, run.stderr
+        assert json.loads(run.stdout)["stage"] == stage  # Ray's report went to stderr
         print(f"{stage}: killed Ray worker {killed} while it ran {title}")
     assert outputs(root) == outputs(local)
 

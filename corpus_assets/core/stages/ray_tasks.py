@@ -20,9 +20,10 @@ import os
 import secrets
 import shutil
 import socket
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -97,15 +98,18 @@ def ray_session(
         _keep_home_clean()
     ray = _import_ray()
     temp = Path(tempfile.mkdtemp(prefix="corpus-ray-", dir=_short_temp())) if local else None
+    # Ray prints what its raylets report (a worker died, a task is retried) on stdout, which
+    # holds the stage's JSON result: send those lines to stderr with the stage's progress.
     try:
-        _connect(ray, backend, workers, temp)
-        try:
-            where = "a local Ray" if local else f"Ray at {backend.ray_address}"
-            progress.note(f"running tasks on {where} ({_cpus(ray)} CPUs)")
-            check_shared_root(ray, probe_dir)
-            yield RaySession(ray, progress)
-        finally:
-            ray.shutdown()
+        with redirect_stdout(sys.stderr):
+            _connect(ray, backend, workers, temp)
+            try:
+                where = "a local Ray" if local else f"Ray at {backend.ray_address}"
+                progress.note(f"running tasks on {where} ({_cpus(ray)} CPUs)")
+                check_shared_root(ray, probe_dir)
+                yield RaySession(ray, progress)
+            finally:
+                ray.shutdown()
     finally:
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
