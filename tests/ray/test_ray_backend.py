@@ -177,3 +177,30 @@ def test_a_stage_killed_on_the_local_pool_resumes_on_ray(
     assert "on a local Ray" in run.stderr
     corpus(env, "run", "--stage", "tokenize", *common, "--backend", "ray", "--workers", "2")
     assert outputs(root) == outputs(local)
+
+
+def test_a_ray_stage_killed_outright_takes_its_local_ray_along_and_resumes(
+    tmp_path: Path, bench_corpus: Path, home: Path, short_tmp: Path
+) -> None:
+    env = ray_env(home, short_tmp)
+    cfg = write_config(tmp_path, bench_corpus)
+    local, root = tmp_path / "local", tmp_path / "ray"
+    build(env, cfg, local, "--workers", "2")
+    common = ["--config", str(cfg), "--root", str(root)]
+    corpus(env, "run", "--stage", "fetch", *common)
+    argv = ["run", "--stage", "shard", *common, "--backend", "ray", "--workers", "2"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "corpus_assets.cli", *argv],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_for(lambda: _busy_worker(proc.pid, "run_task") is not None, 120)
+    assert _processes_mentioning(str(short_tmp)), "the stage's local Ray is running"
+    proc.kill()  # the stage process alone, as a SIGKILL from outside would
+    assert proc.wait() == -signal.SIGKILL
+    wait_for(lambda: not _processes_mentioning(str(short_tmp)), 30)  # Ray went with it
+    run = corpus(env, *argv)
+    assert "on a local Ray" in run.stderr
+    corpus(env, "run", "--stage", "tokenize", *common, "--backend", "ray", "--workers", "2")
+    assert outputs(root) == outputs(local)
