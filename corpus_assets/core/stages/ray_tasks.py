@@ -85,6 +85,8 @@ class RaySession:
                 f"a Ray task's worker died {RETRIES + 1} times ({_first_line(exc)}); "
                 "run the stage again"
             ) from None
+        except exceptions.RayError as exc:  # lost objects, out of memory, cancelled...
+            raise CorpusError(f"a Ray task failed: {_first_line(exc)}") from None
 
 
 @contextmanager
