@@ -73,9 +73,10 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
         args = ["run", "--stage", stage, "--config", str(config_file), "--root", str(root)]
         if self.workers is not None:
             args += ["--workers", str(self.workers)]
-        if self.backend != "local" and stage != "fetch":
-            args += ["--backend", self.backend]
-            if self.ray_address:
+        if stage != "fetch":  # fetch has no tasks to place
+            if self.backend != "local":
+                args += ["--backend", self.backend]
+            if self.ray_address is not None:  # without backend ray: the stage's usage error
                 args += ["--ray-address", self.ray_address]
         return args
 

@@ -23,6 +23,9 @@ def test_stage_runner_passes_backend_and_address_to_shard_and_tokenize_only() ->
     assert "--backend" not in StageRunner().stage_args("shard", cfg, root)
     local_ray = StageRunner(backend="ray").stage_args("tokenize", cfg, root)
     assert local_ray[-2:] == ["--backend", "ray"]
+    # an address without the ray backend reaches the stage, which refuses it (exit 64)
+    stray = StageRunner(ray_address="h:1").stage_args("shard", cfg, root)
+    assert stray[-2:] == ["--ray-address", "h:1"] and "--backend" not in stray
 
 
 def test_ray_address_without_the_ray_backend_is_a_usage_error(tmp_path: Path) -> None:
