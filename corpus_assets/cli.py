@@ -60,10 +60,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.workers is not None and args.workers < 1:
         raise _usage(f"--workers must be at least 1, got {args.workers}")
+    backend = _backend(args)
     root = _root(args)
     with pipes_if_launched() as pipes:
         emit = _emit if pipes is None else pipes.tee(_emit)
-        result = run_stage(args.stage, Path(args.config), root, workers=args.workers, emit=emit)
+        result = run_stage(
+            args.stage, Path(args.config), root, workers=args.workers, emit=emit, backend=backend
+        )
         if pipes is not None:
             from corpus_assets.core.config import load_config
 
@@ -71,6 +74,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             pipes.materialized(result, root.resolve(), config)
     _print_json(result)
     return EXIT_OK
+
+
+def _backend(args: argparse.Namespace) -> Any:
+    """--backend and --ray-address, checked (the core's Backend)."""
+    from corpus_assets.core.stages.backend import Backend
+
+    return Backend(args.backend, args.ray_address)
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
@@ -132,8 +142,12 @@ def cmd_build(args: argparse.Namespace) -> int:
     from corpus_assets import dagster_build
     from corpus_assets.resources.stage_runner import StageRunner
 
+    backend = _backend(args)
     root = _root(args)
-    runner = StageRunner(workers=args.workers) if args.workers else None
+    settings: dict[str, Any] = {"workers": args.workers} if args.workers else {}
+    if backend.is_ray:
+        settings.update(backend="ray", ray_address=backend.ray_address)
+    runner = StageRunner(**settings) if settings else None
     run = dagster_build.build_task if task else dagster_build.build
     result = run(
         Path(args.file),
@@ -297,6 +311,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--config", required=True, help="config file (.toml or .json)")
     _add_root(r)
     r.add_argument("--workers", type=int, default=None, help="worker processes (default: cores)")
+    _add_backend(r)
     r.set_defaults(func=cmd_run)
 
     c = sub.add_parser("cleanup", help="delete a build's shards, tokens and staging (never raw)")
@@ -354,6 +369,7 @@ def _add_dagster_commands(sub: Any) -> None:
     _add_root(b)
     _add_instance(b)
     b.add_argument("--workers", type=int, default=None, help="worker processes per stage")
+    _add_backend(b)
     b.add_argument(
         "--verbose", action="store_true", help="also print Dagster's own run log, traces and all"
     )
@@ -387,6 +403,22 @@ def _add_dagster_commands(sub: Any) -> None:
 def _add_root(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--root", default=None, help="data root (default: $CORPUS_ROOT or ./corpus-data)"
+    )
+
+
+def _add_backend(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default="local",
+        help="where shard and tokenize tasks run: local worker processes (default) or Ray",
+    )
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="the Ray cluster to use (HOST:PORT); without it --backend ray starts a local Ray "
+        "for the stage and stops it after. Every node must see the data root at the same path",
     )
 
 

@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 import dagster as dg
 from pydantic import Field
@@ -38,6 +38,15 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
         default=20.0, ge=0, description="after SIGINT, wait this long before SIGKILL"
     )
     workers: int | None = Field(default=None, ge=1, description="--workers (default: all cores)")
+    backend: Literal["local", "ray"] = Field(
+        default="local",
+        description="--backend: shard and tokenize tasks in local worker processes, or on Ray",
+    )
+    ray_address: str | None = Field(
+        default=None,
+        description="--ray-address HOST:PORT of the Ray cluster (backend ray); none: a local "
+        "Ray per stage. Every node must see the data root at the same path",
+    )
     fetch_retry_delay_s: float = Field(
         default=float(FETCH_RETRY.delay or 0),
         ge=0,
@@ -53,14 +62,23 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
         self, context: dg.AssetExecutionContext, stage: str, config_file: Path, root: Path
     ) -> dg.MaterializeResult[Any]:
         """`corpus run --stage STAGE`: the materialization it reported, or a Failure."""
-        argv = ["run", "--stage", stage, "--config", str(config_file), "--root", str(root)]
-        if self.workers is not None:
-            argv += ["--workers", str(self.workers)]
         try:
-            results = self._run(context, argv)
+            results = self._run(context, self.stage_args(stage, config_file, root))
         except dg.Failure as error:
             self._raise_retry_or(context, stage, error)
         return self._one_materialization(results, f"run --stage {stage}")
+
+    def stage_args(self, stage: str, config_file: Path, root: Path) -> list[str]:
+        """The `corpus` arguments of one stage, execution settings included."""
+        args = ["run", "--stage", stage, "--config", str(config_file), "--root", str(root)]
+        if self.workers is not None:
+            args += ["--workers", str(self.workers)]
+        if stage != "fetch":  # fetch has no tasks to place
+            if self.backend != "local":
+                args += ["--backend", self.backend]
+            if self.ray_address is not None:  # without backend ray: the stage's usage error
+                args += ["--ray-address", self.ray_address]
+        return args
 
     def run_tasks(
         self, context: dg.AssetExecutionContext, config_file: Path, folder: Path, root: Path

@@ -10,23 +10,28 @@ from typing import Any
 
 from corpus_assets.core.config import LoadedConfig, load_config
 from corpus_assets.core.errors import ConfigError
+from corpus_assets.core.stages.backend import LOCAL, Backend
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.progress import Emit, Progress, silent
 
-StageFn = Callable[[LoadedConfig, Layout, int, Progress], dict[str, Any]]
+StageFn = Callable[[LoadedConfig, Layout, int, Progress, Backend], dict[str, Any]]
 
 
-def _fetch(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) -> dict[str, Any]:
+def _fetch(
+    cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress, backend: Backend
+) -> dict[str, Any]:
     from corpus_assets.core.stages.fetch import fetch
 
     result = fetch(cfg, layout, progress)
     return {"documents": result.documents, "sources": [asdict(s) for s in result.sources]}
 
 
-def _shard(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) -> dict[str, Any]:
+def _shard(
+    cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress, backend: Backend
+) -> dict[str, Any]:
     from corpus_assets.core.stages.shard import shard
 
-    r = shard(cfg, layout, workers, progress)
+    r = shard(cfg, layout, workers, progress, backend)
     return {
         "manifest": str(r.manifest.relative_to(layout.root)),
         "documents_in": r.docs_in,
@@ -44,20 +49,28 @@ def _shard(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) 
 
 
 def _tokenize(
-    cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress
+    cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress, backend: Backend
 ) -> dict[str, Any]:
     from corpus_assets.core.stages.tokenize import tokenize
 
-    return asdict(tokenize(cfg, layout, workers, progress))
+    return asdict(tokenize(cfg, layout, workers, progress, backend))
 
 
 STAGES: dict[str, StageFn] = {"fetch": _fetch, "shard": _shard, "tokenize": _tokenize}
 
 
 def run_stage(
-    stage: str, config_path: Path, root: Path, workers: int | None = None, emit: Emit = silent
+    stage: str,
+    config_path: Path,
+    root: Path,
+    workers: int | None = None,
+    emit: Emit = silent,
+    backend: Backend = LOCAL,
 ) -> dict[str, Any]:
-    """Run `stage` for the config at `config_path` under data root `root`; return its summary."""
+    """Run `stage` for the config at `config_path` under data root `root`; return its summary.
+
+    `workers` and `backend` say where the stage's tasks run; they never change what is built.
+    """
     if stage not in STAGES:
         raise ConfigError(f"unknown stage {stage!r}; allowed: {', '.join(STAGES)}")
     from corpus_assets.core.stages.preflight import preflight
@@ -66,7 +79,7 @@ def run_stage(
     preflight(cfg)  # the whole config, before the stage touches the data root
     layout = Layout(root.resolve())
     progress = Progress(stage, emit)
-    summary = STAGES[stage](cfg, layout, workers or os.cpu_count() or 1, progress)
+    summary = STAGES[stage](cfg, layout, workers or os.cpu_count() or 1, progress, backend)
     return {
         "stage": stage,
         "stage_key": cfg.stage_key(stage),

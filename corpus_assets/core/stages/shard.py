@@ -19,15 +19,19 @@ import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from corpus_assets.core.config import LoadedConfig
 from corpus_assets.core.errors import ConfigError, DataError, UpstreamMissing
+from corpus_assets.core.stages.backend import LOCAL, Backend
+from corpus_assets.core.stages.ray_tasks import RaySession, ray_or_local
 from corpus_assets.core.stages.screen_index import Screens, prepare
 from corpus_assets.core.stages.shard_dedup import duplicates
 from corpus_assets.core.stages.shard_tasks import TaskOutput, plan_tasks, run_tasks, task_path
 from corpus_assets.core.stages.shard_verify import verify_shards
+from corpus_assets.core.stages.shard_write_tasks import write_shards_on
 from corpus_assets.core.stages.shard_writer import write_shards
 from corpus_assets.core.store import ledger
 from corpus_assets.core.store.atomic import (
@@ -66,8 +70,28 @@ class ShardResult:
 AUDIT = "audit.jsonl"
 
 
-def shard(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) -> ShardResult:
-    """Build (or find) the shards of `cfg`; every check happens before anything is written."""
+def shard(
+    cfg: LoadedConfig,
+    layout: Layout,
+    workers: int,
+    progress: Progress,
+    backend: Backend = LOCAL,
+) -> ShardResult:
+    """Build (or find) the shards of `cfg`; every check happens before anything is written.
+
+    On a `ray` backend, phases 1 and 3 run as Ray tasks, Ray started when the first is due.
+    """
+    with ray_or_local(backend, workers, layout.work(cfg, "shard"), progress) as session:
+        return _shard(cfg, layout, workers, progress, session)
+
+
+def _shard(
+    cfg: LoadedConfig,
+    layout: Layout,
+    workers: int,
+    progress: Progress,
+    session: RaySession | None,
+) -> ShardResult:
     if not cfg.model.sources:
         raise ConfigError("the config has no [[sources]]; the shard stage needs at least one")
     sources = check_sources(cfg, layout)
@@ -78,7 +102,7 @@ def shard(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) -
     work = layout.work(cfg, "shard")
     tasks = plan_tasks(layout, sources)
     screens = prepare(cfg, layout, work, progress)
-    outputs = run_tasks(cfg, layout, tasks, work / "tasks", workers, progress, screens)
+    outputs = run_tasks(cfg, layout, tasks, work / "tasks", workers, progress, screens, session)
     progress.note(f"deduplicating {sum(o.kept for o in outputs):,} filtered documents")
     dedup = duplicates(cfg, outputs, work / "tasks", progress)
     counts = {"exact": int(dedup.exact.sum()), "near": int(dedup.near.sum())}
@@ -87,7 +111,8 @@ def shard(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) -
         f"{len(dedup.partial):,} partial copies cut to their new paragraphs; writing shards"
     )
     staging = fresh_dir(work / "staging")
-    shards, written = write_shards(
+    write = write_shards if session is None else partial(write_shards_on, session)
+    shards, written = write(
         cfg, outputs, work / "tasks", dedup.exact | dedup.near, dedup.partial, staging, progress
     )
     manifest = _manifest(cfg, sources, outputs, counts, len(dedup.partial), shards, written)

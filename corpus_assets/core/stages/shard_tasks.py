@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from corpus_assets.core.config import LoadedConfig
+from corpus_assets.core.stages.ray_tasks import RaySession
 from corpus_assets.core.stages.screen import (
     EXCLUDED,
     Screening,
@@ -113,22 +114,32 @@ def run_tasks(
     workers: int,
     progress: Progress,
     screens: Screens = NO_SCREENS,
+    session: RaySession | None = None,
 ) -> list[TaskOutput]:
-    """Run every unfinished task (in `workers` processes) and return all outputs in order."""
+    """Run every unfinished task (in `workers` processes, or on Ray when given a session) and
+    return all outputs in order."""
     task_dir.mkdir(parents=True, exist_ok=True)
     done = {t.index: load_output(task_dir, t.index) for t in tasks}
     pending = [t for t in tasks if done[t.index] is None]
     if len(pending) < len(tasks):
         progress.note(f"resuming: {len(tasks) - len(pending)} of {len(tasks)} tasks already done")
-    for out in _execute(cfg, pending, task_dir, workers, screens):
+    for out in _execute(cfg, pending, task_dir, workers, screens, session):
         done[out.index] = out
         progress.add(out.docs_in, out.bytes_in)
     return [o for o in (done[t.index] for t in tasks) if o is not None]
 
 
 def _execute(
-    cfg: LoadedConfig, pending: list[Task], task_dir: Path, workers: int, screens: Screens
+    cfg: LoadedConfig,
+    pending: list[Task],
+    task_dir: Path,
+    workers: int,
+    screens: Screens,
+    session: RaySession | None,
 ) -> Iterator[TaskOutput]:
+    if session is not None:
+        yield from session.map(run_task, [(cfg, task, task_dir, screens) for task in pending])
+        return
     if workers <= 1 or len(pending) <= 1:
         for task in pending:
             yield run_task(cfg, task, task_dir, screens)

@@ -28,6 +28,7 @@ from typing import Any
 
 from corpus_assets.core.config import LoadedConfig
 from corpus_assets.core.errors import CorpusError, DataError, UpstreamMissing
+from corpus_assets.core.stages.backend import LOCAL, Backend
 from corpus_assets.core.stages.tokenize_pool import ShardTask, read_marker, run_shards
 from corpus_assets.core.store.atomic import (
     MANIFEST,
@@ -72,7 +73,13 @@ class ShardsInput:
     shards: list[dict[str, Any]]
 
 
-def tokenize(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) -> TokenizeResult:
+def tokenize(
+    cfg: LoadedConfig,
+    layout: Layout,
+    workers: int,
+    progress: Progress,
+    backend: Backend = LOCAL,
+) -> TokenizeResult:
     """Tokenize every shard of the build and publish the token files with their manifest."""
     info = resolve_tokenizer(cfg)
     shards = read_shards(layout.shards(cfg))
@@ -91,7 +98,7 @@ def tokenize(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress
         pending = [t for t in tasks if read_marker(t) is None]
         if len(pending) < len(tasks):
             progress.note(f"resuming: {len(tasks) - len(pending)} of {len(tasks)} shards done")
-        run_shards(pending, workers, progress)
+        run_shards(pending, workers, progress, backend)
         stats = [read_marker(t, check_files=False) for t in tasks]
         if any(s is None for s in stats):  # a marker vanished under us: someone else is here
             raise CorpusError(f"tokenize staging {work} changed during the run; run it again")

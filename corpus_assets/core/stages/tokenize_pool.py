@@ -33,6 +33,7 @@ from typing import IO, Any
 import numpy as np
 
 from corpus_assets.core.errors import CorpusError, DataError
+from corpus_assets.core.stages.backend import LOCAL, Backend
 from corpus_assets.core.store.atomic import atomic_writer, write_json
 from corpus_assets.core.store.digests import verify_files
 from corpus_assets.core.store.progress import Progress
@@ -52,11 +53,17 @@ PARALLELISM_ENV = "TOKENIZERS_PARALLELISM"  # the library's own threads: off, we
 TEXT_BATCH_BYTES = 4 << 20  # per encode call: bounds the tokenizer's memory
 
 
-def run_shards(tasks: list[ShardTask], workers: int, progress: Progress) -> None:
-    """Run shard tasks, largest first, on `workers` cores; progress from their reports."""
+def run_shards(
+    tasks: list[ShardTask], workers: int, progress: Progress, backend: Backend = LOCAL
+) -> None:
+    """Run shard tasks, largest first, on `workers` cores (or on Ray); progress from their
+    reports."""
     if not tasks:
         return
     order = sorted(tasks, key=lambda t: (-t.size, t.shard))
+    if backend.is_ray:
+        _run_ray(order, workers, progress, backend)
+        return
     procs, threads = plan(tasks[0].tokenizer, workers, len(order))
     if procs > 1:
         _run_pool(order, procs, threads, progress)
@@ -112,6 +119,28 @@ def _run_pool(tasks: list[ShardTask], procs: int, threads: int, progress: Progre
         pool.shutdown(wait=True, cancel_futures=True)
         _drain(shared.reports, progress)
         shared.reports.close()
+
+
+def _run_ray(tasks: list[ShardTask], workers: int, progress: Progress, backend: Backend) -> None:
+    """One Ray task per shard (one CPU, one encoding thread each); progress as they finish."""
+    from corpus_assets.core.stages.ray_tasks import ray_session
+
+    with ray_session(backend, workers, Path(tasks[0].marker).parent, progress) as session:
+        for docs, nbytes in session.map(ray_task, [(t,) for t in tasks]):
+            progress.add(docs, nbytes)
+
+
+def ray_task(task: ShardTask) -> tuple[int, int]:
+    """On a Ray worker: one shard, as a pool worker runs it; (documents, text bytes) done."""
+    os.environ[PARALLELISM_ENV] = "false"
+    done = [0, 0]
+
+    def count(docs: int, nbytes: int) -> None:
+        done[0] += docs
+        done[1] += nbytes
+
+    run_tasks([task], count, 1)
+    return done[0], done[1]
 
 
 def _drain(reports: Any, progress: Progress) -> None:
