@@ -2,24 +2,29 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
-from corpus_assets.core.config import LoadedConfig
+from corpus_assets.core.config import DedupSpec, LoadedConfig
+from corpus_assets.core.stages.shard_lsh import (
+    Signatures,
+    Texts,
+    group_range,
+    load_groups,
+    write_index,
+)
 from corpus_assets.core.stages.shard_tasks import TaskOutput, task_path
 from corpus_assets.core.store.progress import Progress
 from corpus_assets.core.text.filters import make_filter
-from corpus_assets.core.text.minhash import duplicate_of, jaccard
+from corpus_assets.core.text.minhash import confirm_floor, jaccard_of, keep_first
 from corpus_assets.core.text.normalize import exact_key
 from corpus_assets.core.text.partial import new_paragraphs
 
 Mask = np.ndarray[Any, np.dtype[np.bool_]]
-TEXT_CACHE_TASKS = 8
 
 
 @dataclass(frozen=True)
@@ -49,19 +54,42 @@ def duplicates(
     if not dedup.near:
         return out
     survivors = np.flatnonzero(~out.exact)
-    sigs = _concat(task_dir, outputs, ".sigs.npy")[survivors]
-    texts = _TextLookup(task_dir, outputs)
-
-    def confirm(i: int, j: int) -> bool:
-        progress.beat(f"near dedup: confirming candidate pairs (row {i:,} of {len(sigs):,})")
-        a, b = texts.get(int(survivors[i])), texts.get(int(survivors[j]))
-        return jaccard(a, b, dedup.ngram) >= dedup.threshold
-
-    partner = duplicate_of(sigs, dedup, confirm if dedup.confirm else None)
-    out.near[survivors[partner >= 0]] = True
-    if dedup.partial:
-        _cut_partial_copies(cfg, out, keys, survivors, partner, texts, progress)
+    index = write_index(task_dir, outputs, ~out.exact, dedup, task_dir / "lsh")
+    groups = []
+    for band in range(dedup.bands):
+        progress.beat(f"near dedup: grouping LSH band {band + 1} of {dedup.bands}")
+        for part in range(index.ranges):
+            groups.append((band, load_groups(group_range(index, band, part))))
+    candidates = np.unique(np.concatenate([np.zeros(0, np.int64)] + [g.members for _, g in groups]))
+    sigs = Signatures(index)
+    texts = Texts(index, task_dir, outputs, ~out.exact, candidates)
+    try:
+        partner = keep_first(groups, index.rows, _verifier(dedup, sigs, texts, progress))
+        del groups
+        out.near[survivors[partner >= 0]] = True
+        if dedup.partial:
+            _cut_partial_copies(cfg, out, keys, survivors, partner, texts, progress)
+    finally:
+        sigs.close()
+        texts.close()
     return out
+
+
+def _verifier(
+    dedup: DedupSpec, sigs: Signatures, texts: Texts, progress: Progress
+) -> Callable[[int, int], bool]:
+    """The near-duplicate test of a candidate pair (i earlier than j), as minhash's verifier."""
+    if not dedup.confirm:
+        return lambda i, j: sigs.estimate(i, j) >= dedup.threshold
+    floor = confirm_floor(dedup)
+
+    def verify(i: int, j: int) -> bool:
+        if sigs.estimate(i, j) < floor:
+            return False
+        progress.beat(f"near dedup: confirming candidate pairs (row {j:,} of {sigs.rows:,})")
+        return jaccard_of(texts.shingles(i), texts.shingles(j)) >= dedup.threshold
+
+    return verify
 
 
 def _cut_partial_copies(
@@ -70,7 +98,7 @@ def _cut_partial_copies(
     keys: np.ndarray[Any, Any],
     survivors: np.ndarray[Any, Any],
     partner: np.ndarray[Any, Any],
-    texts: _TextLookup,
+    texts: Texts,
     progress: Progress,
 ) -> None:
     """Move the near copies whose new paragraphs stand on their own from `near` to `partial`."""
@@ -79,16 +107,18 @@ def _cut_partial_copies(
         return
     keep_filter = make_filter(cfg.model.filters)
     kept_keys = _KeySet(keys[~(out.exact | out.near)])
+    ngram = cfg.model.dedup.ngram
     for j in copies:
         progress.beat(f"near dedup: cutting partial copies (row {j:,} of {len(partner):,})")
-        row, kept_row = int(survivors[j]), int(survivors[partner[j]])
-        rest = new_paragraphs(texts.get(kept_row), texts.get(row), cfg.model.dedup.ngram)
+        i = int(partner[j])
+        rest = new_paragraphs(texts.get(i), texts.get(j), ngram, texts.shingles(i))
         if rest is None or keep_filter(rest) is not None:
             continue
         key = exact_key(rest)
         if key in kept_keys:
             continue
         kept_keys.add(key)
+        row = int(survivors[j])
         out.near[row] = False
         out.partial[row] = rest
 
@@ -122,24 +152,3 @@ class _KeySet:
 
     def add(self, key: bytes) -> None:
         self.added.add(key)
-
-
-class _TextLookup:
-    """Texts of filtered documents by global index, a few task files cached at a time."""
-
-    def __init__(self, task_dir: Path, outputs: list[TaskOutput]) -> None:
-        self.task_dir = task_dir
-        self.indexes = [o.index for o in outputs]
-        self.starts = np.cumsum([0] + [o.kept for o in outputs])
-        self.cache: OrderedDict[int, list[str]] = OrderedDict()
-
-    def get(self, global_row: int) -> str:
-        pos = int(np.searchsorted(self.starts, global_row, side="right")) - 1
-        task = self.indexes[pos]
-        if task not in self.cache:
-            path = task_path(self.task_dir, task, ".parquet")
-            self.cache[task] = pq.read_table(path, columns=["text"]).column("text").to_pylist()
-            if len(self.cache) > TEXT_CACHE_TASKS:
-                self.cache.popitem(last=False)
-        self.cache.move_to_end(task)
-        return self.cache[task][global_row - int(self.starts[pos])]

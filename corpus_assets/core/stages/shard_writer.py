@@ -117,7 +117,7 @@ def write_shards(
             keep = ~drop[rows]
             if not keep.any():
                 continue
-            table = pq.read_table(task_path(task_dir, out.index, ".parquet"))
+            table = pq.ParquetFile(task_path(task_dir, out.index, ".parquet")).read()
             table = _replace_texts(table, rows.start, texts, replaced[rows])
             table = table.filter(pa.array(keep))
             sizes = table.column("text_bytes").to_numpy()

@@ -1,0 +1,38 @@
+"""pyarrow without its pandas import, in the stages that never give pandas objects to Arrow."""
+
+from __future__ import annotations
+
+import sys
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+
+import pyarrow as pa
+
+
+class _NoPandas:
+    """A meta-path finder that refuses `pandas` (and nothing else)."""
+
+    def find_spec(
+        self, name: str, path: object = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if name == "pandas":
+            raise ImportError("pandas is not used by this stage")
+        return None
+
+
+def skip_pandas() -> None:
+    """Let pyarrow take pandas as absent when it converts Python lists.
+
+    pyarrow imports pandas on its first `pa.array` of a list only to ask whether the list is a
+    Series: about 0.25 s of CPU, again in each forked worker. Its shim tries once and remembers
+    the answer, so pandas is refused for that one try; code that asks for pandas itself (an
+    `import pandas`, `Table.from_pandas`) still gets it. Nothing written depends on it.
+    """
+    if "pandas" in sys.modules:
+        return
+    finder = _NoPandas()
+    sys.meta_path.insert(0, finder)
+    try:
+        pa.array([0])
+    finally:
+        sys.meta_path.remove(finder)
