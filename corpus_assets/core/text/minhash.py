@@ -270,7 +270,7 @@ def _words(buf: NDArray[np.uint8]) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
     mask = np.zeros(len(buf) + 2, dtype=bool)
     mask[1:-1] = _WORD_BYTE[buf]
     leads = np.flatnonzero(buf >= 0xC2)
-    for lead, lo, hi, width in _PUNCT_SEQUENCES:
+    for lead, lo, hi, width in _PUNCT_SEQUENCES if len(leads) else ():
         at = leads[buf[leads] == lead]
         at = at[(buf[at + 1] >= lo) & (buf[at + 1] <= hi)]
         for k in range(width):
@@ -317,6 +317,8 @@ def _short_shingles(
     words: U64, counts: NDArray[np.intp], short: NDArray[np.intp], ngram: int
 ) -> U64:
     """The single shingle of each text with fewer than ngram words: all its words combined."""
+    if not len(short):
+        return np.zeros(0, dtype=np.uint64)
     weights = _constants(b"ngram", ngram)
     firsts = (np.cumsum(counts) - counts)[short]
     counts = counts[short]
