@@ -30,7 +30,7 @@ from corpus_assets.core.stages.shard_tasks import TaskOutput, plan_tasks, run_ta
 from corpus_assets.core.stages.shard_verify import verify_shards
 from corpus_assets.core.stages.shard_writer import write_shards
 from corpus_assets.core.store import ledger
-from corpus_assets.core.store.arrow import skip_pandas
+from corpus_assets.core.store.arrow import skip_pandas, use_system_allocator
 from corpus_assets.core.store.atomic import (
     MANIFEST,
     fresh_dir,
@@ -66,6 +66,7 @@ def shard(cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress) -
         raise ConfigError("the config has no [[sources]]; the shard stage needs at least one")
     sources = check_sources(cfg, layout)
     skip_pandas()  # before the workers fork: none of them imports it
+    use_system_allocator()
     final = layout.shards(cfg)
     if (final / MANIFEST).exists() and not verify_shards(final / MANIFEST):
         progress.note(f"already published: {final.relative_to(layout.root)}")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from corpus_assets.core.config import DedupSpec
@@ -30,7 +31,7 @@ RANGE_ROWS = 1 << 21
 """At most about this many rows of one band are grouped at a time (more: hash ranges)."""
 READ_ROWS = 1 << 18
 """Band keys are read this many at a time when a band is split into hash ranges."""
-SHINGLE_CACHE = 1024
+SHINGLE_CACHE = 256
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,8 @@ class Texts:
                         fh.write(data)
                         at += 1
                         self.offsets[at] = self.offsets[at - 1] + len(data)
+                    del part, column
+                    pa.default_memory_pool().release_unused()  # the task file's read buffers
                 first = last
         self.fh = open(path, "rb")  # noqa: SIM115 (closed by close())
 

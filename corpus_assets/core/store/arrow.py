@@ -1,4 +1,4 @@
-"""pyarrow without its pandas import, in the stages that never give pandas objects to Arrow."""
+"""pyarrow set up for a stage process: the system allocator, and no pandas import."""
 
 from __future__ import annotations
 
@@ -36,3 +36,12 @@ def skip_pandas() -> None:
         pa.array([0])
     finally:
         sys.meta_path.remove(finder)
+
+
+def use_system_allocator() -> None:
+    """Allocate Arrow buffers with malloc instead of pyarrow's default mimalloc pool.
+
+    mimalloc keeps freed pages: reading task files one after another held about 70 MB more at
+    the shard stage's peak (223 against 161 MB on the 100 MB benchmark corpus, same CPU time).
+    """
+    pa.set_memory_pool(pa.system_memory_pool())
