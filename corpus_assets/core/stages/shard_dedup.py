@@ -25,6 +25,8 @@ from corpus_assets.core.text.normalize import exact_key
 from corpus_assets.core.text.partial import new_paragraphs
 
 Mask = np.ndarray[Any, np.dtype[np.bool_]]
+_KEY = np.dtype((np.void, 16))  # a 128-bit exact key as one comparable value
+_SLICE = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -106,21 +108,36 @@ def _cut_partial_copies(
     if not copies:
         return
     keep_filter = make_filter(cfg.model.filters)
-    kept_keys = _KeySet(keys[~(out.exact | out.near)])
     ngram = cfg.model.dedup.ngram
+    cut: list[tuple[int, str, bytes]] = []
     for j in copies:
         progress.beat(f"near dedup: cutting partial copies (row {j:,} of {len(partner):,})")
         i = int(partner[j])
         rest = new_paragraphs(texts.get(i), texts.get(j), ngram, texts.shingles(i))
-        if rest is None or keep_filter(rest) is not None:
+        if rest is not None and keep_filter(rest) is None:
+            cut.append((j, rest, exact_key(rest)))
+    taken = _present(keys, ~(out.exact | out.near), {key for _, _, key in cut})
+    for j, rest, key in cut:  # in row order: the first of two equal cuts is kept
+        if key in taken:
             continue
-        key = exact_key(rest)
-        if key in kept_keys:
-            continue
-        kept_keys.add(key)
+        taken.add(key)
         row = int(survivors[j])
         out.near[row] = False
         out.partial[row] = rest
+
+
+def _present(keys: np.ndarray[Any, Any], rows: Mask, wanted: set[bytes]) -> set[bytes]:
+    """The keys of `wanted` held by one of `rows`, reading the keys a slice at a time."""
+    if not wanted:
+        return set()
+    probe = np.sort(np.frombuffer(b"".join(wanted), dtype=_KEY))
+    view = np.ascontiguousarray(keys).view(_KEY).ravel()
+    found: set[bytes] = set()
+    for lo in range(0, len(view), _SLICE):
+        part = view[lo : lo + _SLICE][rows[lo : lo + _SLICE]]
+        at = np.minimum(np.searchsorted(probe, part), len(probe) - 1)
+        found.update(k.tobytes() for k in part[probe[at] == part])
+    return found
 
 
 def exact_duplicates(keys: np.ndarray[Any, Any]) -> Mask:
@@ -135,20 +152,3 @@ def exact_duplicates(keys: np.ndarray[Any, Any]) -> Mask:
 def _concat(task_dir: Path, outputs: list[TaskOutput], suffix: str) -> np.ndarray[Any, Any]:
     arrays = [np.load(task_path(task_dir, o.index, suffix)) for o in outputs]
     return np.concatenate(arrays)
-
-
-class _KeySet:
-    """Membership of 128-bit exact keys: a sorted array of many, plus a set of a few added."""
-
-    def __init__(self, keys: np.ndarray[Any, Any]) -> None:
-        self.sorted = np.unique(np.ascontiguousarray(keys).view(np.dtype((np.void, 16))).ravel())
-        self.added: set[bytes] = set()
-
-    def __contains__(self, key: bytes) -> bool:
-        probe = np.frombuffer(key, dtype=np.dtype((np.void, 16)))
-        at = int(np.searchsorted(self.sorted, probe)[0])
-        found = at < len(self.sorted) and self.sorted[at] == probe[0]
-        return bool(found) or key in self.added
-
-    def add(self, key: bytes) -> None:
-        self.added.add(key)
