@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +114,7 @@ def _cut_partial_copies(
     for j in copies:
         progress.beat(f"near dedup: cutting partial copies (row {j:,} of {len(partner):,})")
         i = int(partner[j])
-        rest = new_paragraphs(texts.get(i), texts.get(j), ngram, texts.shingles(i))
+        rest = new_paragraphs(texts.get(i), texts.get(j), ngram, partial(texts.shingles, i))
         if rest is not None and keep_filter(rest) is None:
             cut.append((j, rest, exact_key(rest)))
     taken = _present(keys, ~(out.exact | out.near), {key for _, _, key in cut})

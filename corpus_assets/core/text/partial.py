@@ -20,6 +20,7 @@ and compared with whitespace collapsed.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -39,13 +40,17 @@ def paragraphs(text: str) -> list[str]:
 
 
 def new_paragraphs(
-    kept: str, copy: str, ngram: int, kept_shingles: np.ndarray[Any, Any] | None = None
+    kept: str,
+    copy: str,
+    ngram: int,
+    kept_shingles: Callable[[], np.ndarray[Any, Any]] | None = None,
 ) -> str | None:
     """The paragraphs of `copy` not found verbatim in `kept`, when they are new text; else None.
 
     None means `copy` has no paragraph of `kept` in it (an edited copy, not a composition), or
     what remains after cutting those paragraphs is mostly `kept`'s n-grams again.
-    `kept_shingles`: `shingles(kept, ngram)` when the caller has them already.
+    `kept_shingles`: returns `shingles(kept, ngram)` when the caller can get them cheaper; it
+    is called only when some paragraphs are cut.
     """
     seen = {collapse(p) for p in paragraphs(kept)}
     own = paragraphs(copy)
@@ -54,6 +59,6 @@ def new_paragraphs(
         return None
     text = "\n\n".join(rest)
     mine = shingles(text, ngram)
-    theirs = shingles(kept, ngram) if kept_shingles is None else kept_shingles
+    theirs = shingles(kept, ngram) if kept_shingles is None else kept_shingles()
     shared = np.isin(mine, theirs, assume_unique=True).sum()
     return text if shared < MAX_SHARED_NGRAMS * mine.size else None
