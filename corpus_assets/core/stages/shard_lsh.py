@@ -27,7 +27,7 @@ from corpus_assets.core.config import DedupSpec
 from corpus_assets.core.stages.shard_tasks import TaskOutput, task_path
 from corpus_assets.core.text.minhash import BandGroups, band_groups, band_keys, shingles
 
-RANGE_ROWS = 1 << 21
+RANGE_ROWS = 1 << 19
 """At most about this many rows of one band are grouped at a time (more: hash ranges)."""
 READ_ROWS = 1 << 18
 """Band keys are read this many at a time when a band is split into hash ranges."""
