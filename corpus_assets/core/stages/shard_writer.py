@@ -126,6 +126,8 @@ def write_shards(
             documents += table.num_rows
             text_bytes += int(sizes.sum())
             sink.add(table.select(SHARD_SCHEMA.names), sizes)
+            del table
+            pa.default_memory_pool().release_unused()  # malloc_trim: the task's freed buffers
         sink.close()
     except OSError as exc:
         raise disk_error(exc, staging) from exc
