@@ -191,23 +191,24 @@ def keep_first(
     `groups` holds (band, groups of that band or of one hash range of it). Rows are taken in
     ascending order; row j is compared with the kept rows before it in each of its buckets,
     band after band and ascending within a bucket, each row once: the first that verifies is its
-    partner and j is dropped, else j is kept. Memory: the groups, one int64 per row, and four
-    numbers per (row, bucket) with an earlier row in the bucket.
+    partner and j is dropped, else j is kept. Memory: the groups, 9 bytes per row, and four
+    int32 per (row, bucket) with an earlier row in the bucket.
     """
     partner = np.full(n, -1, dtype=np.int64)
+    small = np.int32 if max(n, len(groups)) < 2**31 else np.int64  # rows and offsets fit
     rows, sources, firsts, counts = [], [], [], []
     for source, (_, g) in enumerate(groups):
         first = np.repeat(g.starts[:-1], np.diff(g.starts))
         position = np.arange(len(g.members), dtype=np.int64) - first
         later = position > 0  # the first row of a bucket has nothing before it to compare
-        rows.append(g.members[later])
-        sources.append(np.full(int(later.sum()), source, dtype=np.int64))
-        firsts.append(first[later])
-        counts.append(position[later])
+        rows.append(g.members[later].astype(small))
+        sources.append(np.full(int(later.sum()), source, dtype=small))
+        firsts.append(first[later].astype(small))
+        counts.append(position[later].astype(small))
     if not rows:
         return partner
     row_all, source_all = np.concatenate(rows), np.concatenate(sources)
-    bands = np.array([band for band, _ in groups], dtype=np.int64)[source_all]
+    bands = np.array([band for band, _ in groups], dtype=small)[source_all]
     order = np.lexsort((bands, row_all))  # by row, then band
     del bands
     members = [g.members for _, g in groups]
