@@ -148,13 +148,18 @@ class Texts:
                 ]
                 if len(wanted):
                     part = pq.ParquetFile(task_path(task_dir, out.index, ".parquet"))
-                    column = part.read(columns=["text"]).column("text")
-                    for row in column.take(mine[wanted - first]).to_pylist():
-                        data = row.encode("utf-8", "surrogatepass")
-                        fh.write(data)
-                        at += 1
-                        self.offsets[at] = self.offsets[at - 1] + len(data)
-                    del part, column
+                    column = part.read(columns=["text"], use_threads=False).column("text")
+                    taken = column.take(mine[wanted - first]).combine_chunks()
+                    _, offsets, data = taken.buffers()  # UTF-8 bytes as Arrow holds them
+                    ends = np.frombuffer(offsets, dtype=np.int32)[
+                        taken.offset : taken.offset + len(taken) + 1
+                    ].astype(np.int64)
+                    fh.write(memoryview(data)[ends[0] : ends[-1]])
+                    self.offsets[at + 1 : at + len(taken) + 1] = (
+                        self.offsets[at] + ends[1:] - ends[0]
+                    )
+                    at += len(taken)
+                    del part, column, taken, offsets, data
                     pa.default_memory_pool().release_unused()  # the task file's read buffers
                 first = last
         self.fh = open(path, "rb")  # noqa: SIM115 (closed by close())

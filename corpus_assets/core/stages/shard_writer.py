@@ -117,7 +117,9 @@ def write_shards(
             keep = ~drop[rows]
             if not keep.any():
                 continue
-            table = pq.ParquetFile(task_path(task_dir, out.index, ".parquet")).read()
+            # one thread: a small file, and fewer malloc arenas that keep freed memory
+            path = task_path(task_dir, out.index, ".parquet")
+            table = pq.ParquetFile(path).read(use_threads=False)
             table = _replace_texts(table, rows.start, texts, replaced[rows])
             table = table.filter(pa.array(keep))
             sizes = table.column("text_bytes").to_numpy()

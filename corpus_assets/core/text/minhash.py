@@ -76,7 +76,7 @@ U32 = NDArray[np.uint32]
 U64 = NDArray[np.uint64]
 
 _CHUNK = 8192  # shingles per (num_perm x chunk) block: stays within a core's L2 cache
-_ENTRIES = 1 << 16  # (row, bucket) entries of keep_first turned into Python ints at a time
+_ENTRIES = 1 << 13  # (row, bucket) entries of keep_first turned into Python ints at a time
 _SIGMAS = 6.0  # confirm is skipped for estimates this many standard errors below threshold
 
 # Word bytes: ASCII letters and digits, and every byte of a non-ASCII character (see below).
