@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -27,7 +27,6 @@ from corpus_assets.core.text.partial import new_paragraphs
 
 Mask = np.ndarray[Any, np.dtype[np.bool_]]
 _KEY = np.dtype((np.void, 16))  # a 128-bit exact key as one comparable value
-_SLICE = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -51,9 +50,8 @@ def duplicates(
     dedup = cfg.model.dedup
     if total == 0:
         return out
-    keys = _concat(task_dir, outputs, ".keys.npy")
     if dedup.exact:
-        out.exact[:] = exact_duplicates(keys)
+        out.exact[:] = exact_duplicates(_concat(task_dir, outputs, ".keys.npy"))
     if not dedup.near:
         return out
     survivors = np.flatnonzero(~out.exact)
@@ -71,7 +69,8 @@ def duplicates(
         del groups
         out.near[survivors[partner >= 0]] = True
         if dedup.partial:
-            _cut_partial_copies(cfg, out, keys, survivors, partner, texts, progress)
+            kept_keys = partial(_task_keys, task_dir, outputs)
+            _cut_partial_copies(cfg, out, kept_keys, survivors, partner, texts, progress)
     finally:
         sigs.close()
         texts.close()
@@ -98,7 +97,7 @@ def _verifier(
 def _cut_partial_copies(
     cfg: LoadedConfig,
     out: Dedup,
-    keys: np.ndarray[Any, Any],
+    keys: Callable[[], Iterator[np.ndarray[Any, Any]]],
     survivors: np.ndarray[Any, Any],
     partner: np.ndarray[Any, Any],
     texts: Texts,
@@ -127,18 +126,28 @@ def _cut_partial_copies(
         out.partial[row] = rest
 
 
-def _present(keys: np.ndarray[Any, Any], rows: Mask, wanted: set[bytes]) -> set[bytes]:
-    """The keys of `wanted` held by one of `rows`, reading the keys a slice at a time."""
+def _present(
+    keys: Callable[[], Iterator[np.ndarray[Any, Any]]], rows: Mask, wanted: set[bytes]
+) -> set[bytes]:
+    """The keys of `wanted` held by one of `rows`, reading the keys a task at a time."""
     if not wanted:
         return set()
     probe = np.sort(np.frombuffer(b"".join(wanted), dtype=_KEY))
-    view = np.ascontiguousarray(keys).view(_KEY).ravel()
     found: set[bytes] = set()
-    for lo in range(0, len(view), _SLICE):
-        part = view[lo : lo + _SLICE][rows[lo : lo + _SLICE]]
+    start = 0
+    for task_keys in keys():
+        view = np.ascontiguousarray(task_keys).view(_KEY).ravel()
+        part = view[rows[start : start + len(view)]]
+        start += len(view)
         at = np.minimum(np.searchsorted(probe, part), len(probe) - 1)
         found.update(k.tobytes() for k in part[probe[at] == part])
     return found
+
+
+def _task_keys(task_dir: Path, outputs: list[TaskOutput]) -> Iterator[np.ndarray[Any, Any]]:
+    """The exact keys of the filtered documents, task after task (uint64 pairs)."""
+    for o in outputs:
+        yield np.load(task_path(task_dir, o.index, ".keys.npy"))
 
 
 def exact_duplicates(keys: np.ndarray[Any, Any]) -> Mask:
