@@ -7,8 +7,10 @@ Three phases, each deterministic whatever the worker count:
    go to a task file in staging with a `.done` marker written last, so a killed stage resumes
    without redoing finished tasks;
 2. in the parent: exact dedup over all exact keys, then MinHash-LSH near dedup over the
-   signatures of the exact survivors (memory: 16 bytes + one signature per document); a near
-   copy that holds its kept match whole plus new paragraphs keeps only those (`partial`);
+   signatures of the exact survivors, band by band from disk (shard_lsh.py; memory: the exact
+   keys, 16 bytes a document, one band's keys at a time and the buckets shared by two
+   documents or more); a near copy that holds its kept match whole plus new paragraphs keeps
+   only those (`partial`);
 3. in the parent: the survivors, in task order, go to shards of the target size; the manifest
    is written last and the folder is published by rename.
 """
@@ -34,6 +36,7 @@ from corpus_assets.core.stages.shard_verify import verify_shards
 from corpus_assets.core.stages.shard_write_tasks import write_shards_on
 from corpus_assets.core.stages.shard_writer import write_shards
 from corpus_assets.core.store import ledger
+from corpus_assets.core.store.arrow import skip_pandas, use_system_allocator
 from corpus_assets.core.store.atomic import (
     MANIFEST,
     fresh_dir,
@@ -95,6 +98,8 @@ def _shard(
     if not cfg.model.sources:
         raise ConfigError("the config has no [[sources]]; the shard stage needs at least one")
     sources = check_sources(cfg, layout)
+    skip_pandas()  # before the workers fork: none of them imports it
+    use_system_allocator()
     final = layout.shards(cfg)
     if (final / MANIFEST).exists() and not verify_shards(final / MANIFEST):
         progress.note(f"already published: {final.relative_to(layout.root)}")

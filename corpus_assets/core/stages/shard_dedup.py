@@ -2,24 +2,31 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
-from corpus_assets.core.config import LoadedConfig
+from corpus_assets.core.config import DedupSpec, LoadedConfig
+from corpus_assets.core.stages.shard_lsh import (
+    Signatures,
+    Texts,
+    group_range,
+    load_groups,
+    write_index,
+)
 from corpus_assets.core.stages.shard_tasks import TaskOutput, task_path
 from corpus_assets.core.store.progress import Progress
 from corpus_assets.core.text.filters import make_filter
-from corpus_assets.core.text.minhash import duplicate_of, jaccard
+from corpus_assets.core.text.minhash import confirm_floor, jaccard_of, keep_first
 from corpus_assets.core.text.normalize import exact_key
 from corpus_assets.core.text.partial import new_paragraphs
 
 Mask = np.ndarray[Any, np.dtype[np.bool_]]
-TEXT_CACHE_TASKS = 8
+_KEY = np.dtype((np.void, 16))  # a 128-bit exact key as one comparable value
 
 
 @dataclass(frozen=True)
@@ -43,34 +50,57 @@ def duplicates(
     dedup = cfg.model.dedup
     if total == 0:
         return out
-    keys = _concat(task_dir, outputs, ".keys.npy")
     if dedup.exact:
-        out.exact[:] = exact_duplicates(keys)
+        out.exact[:] = exact_duplicates(_concat(task_dir, outputs, ".keys.npy"))
     if not dedup.near:
         return out
     survivors = np.flatnonzero(~out.exact)
-    sigs = _concat(task_dir, outputs, ".sigs.npy")[survivors]
-    texts = _TextLookup(task_dir, outputs)
-
-    def confirm(i: int, j: int) -> bool:
-        progress.beat(f"near dedup: confirming candidate pairs (row {i:,} of {len(sigs):,})")
-        a, b = texts.get(int(survivors[i])), texts.get(int(survivors[j]))
-        return jaccard(a, b, dedup.ngram) >= dedup.threshold
-
-    partner = duplicate_of(sigs, dedup, confirm if dedup.confirm else None)
-    out.near[survivors[partner >= 0]] = True
-    if dedup.partial:
-        _cut_partial_copies(cfg, out, keys, survivors, partner, texts, progress)
+    index = write_index(task_dir, outputs, ~out.exact, dedup, task_dir / "lsh")
+    groups = []
+    for band in range(dedup.bands):
+        progress.beat(f"near dedup: grouping LSH band {band + 1} of {dedup.bands}")
+        for part in range(index.ranges):
+            groups.append((band, load_groups(group_range(index, band, part))))
+    candidates = np.unique(np.concatenate([np.zeros(0, np.int64)] + [g.members for _, g in groups]))
+    sigs = Signatures(index)
+    texts = Texts(index, task_dir, outputs, ~out.exact, candidates)
+    try:
+        partner = keep_first(groups, index.rows, _verifier(dedup, sigs, texts, progress))
+        del groups
+        out.near[survivors[partner >= 0]] = True
+        if dedup.partial:
+            kept_keys = partial(_task_keys, task_dir, outputs)
+            _cut_partial_copies(cfg, out, kept_keys, survivors, partner, texts, progress)
+    finally:
+        sigs.close()
+        texts.close()
     return out
+
+
+def _verifier(
+    dedup: DedupSpec, sigs: Signatures, texts: Texts, progress: Progress
+) -> Callable[[int, int], bool]:
+    """The near-duplicate test of a candidate pair (i earlier than j), as minhash's verifier."""
+    if not dedup.confirm:
+        return lambda i, j: sigs.estimate(i, j) >= dedup.threshold
+    floor = confirm_floor(dedup)
+
+    def verify(i: int, j: int) -> bool:
+        if sigs.estimate(i, j) < floor:
+            return False
+        progress.beat(f"near dedup: confirming candidate pairs (row {j:,} of {sigs.rows:,})")
+        return jaccard_of(texts.shingles(i), texts.shingles(j)) >= dedup.threshold
+
+    return verify
 
 
 def _cut_partial_copies(
     cfg: LoadedConfig,
     out: Dedup,
-    keys: np.ndarray[Any, Any],
+    keys: Callable[[], Iterator[np.ndarray[Any, Any]]],
     survivors: np.ndarray[Any, Any],
     partner: np.ndarray[Any, Any],
-    texts: _TextLookup,
+    texts: Texts,
     progress: Progress,
 ) -> None:
     """Move the near copies whose new paragraphs stand on their own from `near` to `partial`."""
@@ -78,68 +108,65 @@ def _cut_partial_copies(
     if not copies:
         return
     keep_filter = make_filter(cfg.model.filters)
-    kept_keys = _KeySet(keys[~(out.exact | out.near)])
+    ngram = cfg.model.dedup.ngram
+    cut: list[tuple[int, str, bytes]] = []
     for j in copies:
         progress.beat(f"near dedup: cutting partial copies (row {j:,} of {len(partner):,})")
-        row, kept_row = int(survivors[j]), int(survivors[partner[j]])
-        rest = new_paragraphs(texts.get(kept_row), texts.get(row), cfg.model.dedup.ngram)
-        if rest is None or keep_filter(rest) is not None:
+        i = int(partner[j])
+        rest = new_paragraphs(texts.get(i), texts.get(j), ngram, partial(texts.shingles, i))
+        if rest is not None and keep_filter(rest) is None:
+            cut.append((j, rest, exact_key(rest)))
+    taken = _present(keys, ~(out.exact | out.near), {key for _, _, key in cut})
+    for j, rest, key in cut:  # in row order: the first of two equal cuts is kept
+        if key in taken:
             continue
-        key = exact_key(rest)
-        if key in kept_keys:
-            continue
-        kept_keys.add(key)
+        taken.add(key)
+        row = int(survivors[j])
         out.near[row] = False
         out.partial[row] = rest
 
 
+def _present(
+    keys: Callable[[], Iterator[np.ndarray[Any, Any]]], rows: Mask, wanted: set[bytes]
+) -> set[bytes]:
+    """The keys of `wanted` held by one of `rows`, reading the keys a task at a time."""
+    if not wanted:
+        return set()
+    probe = np.sort(np.frombuffer(b"".join(wanted), dtype=_KEY))
+    found: set[bytes] = set()
+    start = 0
+    for task_keys in keys():
+        view = np.ascontiguousarray(task_keys).view(_KEY).ravel()
+        part = view[rows[start : start + len(view)]]
+        start += len(view)
+        at = np.minimum(np.searchsorted(probe, part), len(probe) - 1)
+        found.update(k.tobytes() for k in part[probe[at] == part])
+    return found
+
+
+def _task_keys(task_dir: Path, outputs: list[TaskOutput]) -> Iterator[np.ndarray[Any, Any]]:
+    """The exact keys of the filtered documents, task after task (uint64 pairs)."""
+    for o in outputs:
+        yield np.load(task_path(task_dir, o.index, ".keys.npy"))
+
+
 def exact_duplicates(keys: np.ndarray[Any, Any]) -> Mask:
-    """Rows whose 128-bit key appeared in an earlier row."""
-    view = np.ascontiguousarray(keys).view(np.dtype((np.void, 16))).ravel()
-    _, first = np.unique(view, return_index=True)
-    dup = np.ones(len(view), dtype=bool)
-    dup[first] = False
+    """Rows whose 128-bit key appeared in an earlier row (keys: uint64 pairs, one row each).
+
+    A stable sort by (high, low) word keeps equal keys in row order, so the first of each run
+    is the earliest row: about 26 bytes a row besides the keys (np.unique held ~65).
+    """
+    order = np.lexsort((keys[:, 1], keys[:, 0]))
+    fresh = np.ones(len(order), dtype=bool)
+    for word in (0, 1):
+        ordered = keys[order, word]
+        fresh[1:] &= ordered[1:] == ordered[:-1]
+    fresh[1:] = ~fresh[1:]
+    dup = np.ones(len(order), dtype=bool)
+    dup[order[fresh]] = False
     return dup
 
 
 def _concat(task_dir: Path, outputs: list[TaskOutput], suffix: str) -> np.ndarray[Any, Any]:
     arrays = [np.load(task_path(task_dir, o.index, suffix)) for o in outputs]
     return np.concatenate(arrays)
-
-
-class _KeySet:
-    """Membership of 128-bit exact keys: a sorted array of many, plus a set of a few added."""
-
-    def __init__(self, keys: np.ndarray[Any, Any]) -> None:
-        self.sorted = np.unique(np.ascontiguousarray(keys).view(np.dtype((np.void, 16))).ravel())
-        self.added: set[bytes] = set()
-
-    def __contains__(self, key: bytes) -> bool:
-        probe = np.frombuffer(key, dtype=np.dtype((np.void, 16)))
-        at = int(np.searchsorted(self.sorted, probe)[0])
-        found = at < len(self.sorted) and self.sorted[at] == probe[0]
-        return bool(found) or key in self.added
-
-    def add(self, key: bytes) -> None:
-        self.added.add(key)
-
-
-class _TextLookup:
-    """Texts of filtered documents by global index, a few task files cached at a time."""
-
-    def __init__(self, task_dir: Path, outputs: list[TaskOutput]) -> None:
-        self.task_dir = task_dir
-        self.indexes = [o.index for o in outputs]
-        self.starts = np.cumsum([0] + [o.kept for o in outputs])
-        self.cache: OrderedDict[int, list[str]] = OrderedDict()
-
-    def get(self, global_row: int) -> str:
-        pos = int(np.searchsorted(self.starts, global_row, side="right")) - 1
-        task = self.indexes[pos]
-        if task not in self.cache:
-            path = task_path(self.task_dir, task, ".parquet")
-            self.cache[task] = pq.read_table(path, columns=["text"]).column("text").to_pylist()
-            if len(self.cache) > TEXT_CACHE_TASKS:
-                self.cache.popitem(last=False)
-        self.cache.move_to_end(task)
-        return self.cache[task][global_row - int(self.starts[pos])]

@@ -117,7 +117,9 @@ def write_shards(
             keep = ~drop[rows]
             if not keep.any():
                 continue
-            table = pq.read_table(task_path(task_dir, out.index, ".parquet"))
+            # one thread: a small file, and fewer malloc arenas that keep freed memory
+            path = task_path(task_dir, out.index, ".parquet")
+            table = pq.ParquetFile(path).read(use_threads=False)
             table = _replace_texts(table, rows.start, texts, replaced[rows])
             table = table.filter(pa.array(keep))
             sizes = table.column("text_bytes").to_numpy()
@@ -126,6 +128,8 @@ def write_shards(
             documents += table.num_rows
             text_bytes += int(sizes.sum())
             sink.add(table.select(SHARD_SCHEMA.names), sizes)
+            del table
+            pa.default_memory_pool().release_unused()  # malloc_trim: the task's freed buffers
         sink.close()
     except OSError as exc:
         raise disk_error(exc, staging) from exc

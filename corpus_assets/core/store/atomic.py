@@ -60,10 +60,14 @@ def _open_new(tmp: Path, mode: int | None) -> IO[bytes]:
 
 
 @contextmanager
-def atomic_writer(path: Path, mode: int | None = None) -> Iterator[IO[bytes]]:
+def atomic_writer(
+    path: Path, mode: int | None = None, sync_dir: bool = True
+) -> Iterator[IO[bytes]]:
     """Yield a binary file at a temp name beside `path`; on success fsync and rename it in.
 
     `mode` (e.g. 0o600 for owner-only files) is the file's mode whatever the umask.
+    `sync_dir=False` leaves the folder's fsync to the caller: for files that a marker written
+    later in the same folder (with its folder fsync) makes count, one folder fsync serves all.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -73,7 +77,8 @@ def atomic_writer(path: Path, mode: int | None = None) -> Iterator[IO[bytes]]:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-        fsync_dir(path.parent)
+        if sync_dir:
+            fsync_dir(path.parent)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise disk_error(exc, path) from exc

@@ -7,8 +7,10 @@ Use
     `duplicate_of` for the kept row each dropped one matched). With `spec.confirm`, pass
     `confirm=lambda i, j: jaccard(text(i), text(j), spec.ngram) >= spec.threshold`, where
     `text(k)` re-reads row k; `candidate_rows` lists the rows it can be asked about, so their
-    texts can be fetched in one sequential pass. Phase 2 holds the signatures plus one int64 per
-    row and band.
+    texts can be fetched in one sequential pass. Phase 2 band by band: `band_keys` of the
+    signatures, `band_groups` of each band's keys (or of each hash range of them, independently,
+    anywhere), then `keep_first` over all the groups; the shard stage keeps the keys and
+    signatures on disk (stages/shard_lsh.py) and holds only the shared buckets.
 
 Shingles
     A text is lowercased (`str.lower`) and UTF-8 encoded. A *word* is a maximal run of ASCII
@@ -58,8 +60,10 @@ Which rows are dropped
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import xxhash
@@ -72,6 +76,7 @@ U32 = NDArray[np.uint32]
 U64 = NDArray[np.uint64]
 
 _CHUNK = 8192  # shingles per (num_perm x chunk) block: stays within a core's L2 cache
+_ENTRIES = 1 << 13  # (row, bucket) entries of keep_first turned into Python ints at a time
 _SIGMAS = 6.0  # confirm is skipped for estimates this many standard errors below threshold
 
 # Word bytes: ASCII letters and digits, and every byte of a non-ASCII character (see below).
@@ -100,7 +105,11 @@ def shingles(text: str, ngram: int) -> U64:
 
 def jaccard(a: str, b: str, ngram: int) -> float:
     """Exact Jaccard similarity of the word n-gram sets of two texts (shingled as signatures)."""
-    sa, sb = shingles(a, ngram), shingles(b, ngram)
+    return jaccard_of(shingles(a, ngram), shingles(b, ngram))
+
+
+def jaccard_of(sa: U64, sb: U64) -> float:
+    """Exact Jaccard similarity of two shingle sets (as `shingles` returns them)."""
     common = np.intersect1d(sa, sb, assume_unique=True).size
     return common / (sa.size + sb.size - common)
 
@@ -122,26 +131,112 @@ def duplicate_of(
 ) -> NDArray[np.int64]:
     """Per row, the earlier kept row it near-duplicates, or -1 for a row that is kept."""
     _check_shape(sigs, spec)
-    buckets = _bucket_ids(sigs, spec)
-    verify = _verifier(sigs, spec, confirm)
-    partner = np.full(sigs.shape[0], -1, dtype=np.int64)
-    kept_in: dict[int, list[int]] = {}
-    involved = _involved(buckets)
-    for j, row in zip(involved.tolist(), buckets[involved].tolist(), strict=True):
-        mine = [bucket for bucket in row if bucket >= 0]
-        found = _kept_match(j, mine, kept_in, verify)
-        if found >= 0:
-            partner[j] = found
-        else:
-            for bucket in mine:
-                kept_in.setdefault(bucket, []).append(j)
-    return partner
+    keys = band_keys(sigs, spec)
+    rows = np.arange(sigs.shape[0], dtype=np.int64)
+    groups = [(band, band_groups(keys[band], rows)) for band in range(spec.bands)]
+    return keep_first(groups, sigs.shape[0], _verifier(sigs, spec, confirm))
 
 
 def candidate_rows(sigs: U32, spec: DedupSpec) -> NDArray[np.intp]:
     """Rows sharing an LSH bucket with another row: the only rows `confirm` may be asked about."""
     _check_shape(sigs, spec)
-    return _involved(_bucket_ids(sigs, spec))
+    keys = band_keys(sigs, spec)
+    rows = np.arange(sigs.shape[0], dtype=np.int64)
+    members = [band_groups(keys[band], rows).members for band in range(spec.bands)]
+    return np.unique(np.concatenate([np.zeros(0, dtype=np.int64), *members])).astype(np.intp)
+
+
+@dataclass(frozen=True)
+class BandGroups:
+    """The shared buckets of one band (or of one hash range of a band): rows with equal keys."""
+
+    members: NDArray[np.int64]
+    """Rows, bucket after bucket, ascending within a bucket; only buckets of two rows or more."""
+    starts: NDArray[np.int64]
+    """Bucket k holds members[starts[k]:starts[k + 1]] (one more entry than buckets)."""
+
+
+def band_keys(sigs: U32, spec: DedupSpec) -> U64:
+    """The 64-bit LSH bucket key of every row in every band: shape (bands, rows)."""
+    rows = spec.num_perm // spec.bands
+    out = np.empty((spec.bands, sigs.shape[0]), dtype=np.uint64)
+    for band in range(spec.bands):
+        out[band] = _band_keys(sigs[:, band * rows : (band + 1) * rows])
+    return out
+
+
+def band_groups(keys: U64, rows: NDArray[np.int64]) -> BandGroups:
+    """Group `rows` (ascending) by their key in one band; keep the keys shared by two or more.
+
+    Independent of every other band and of every other key: a band can be split by key
+    (hash ranges) and its parts grouped separately, in any process.
+    """
+    order = np.argsort(keys, kind="stable")  # stable: rows stay ascending within a bucket
+    ordered = keys[order]
+    fresh = np.ones(len(ordered), dtype=bool)
+    fresh[1:] = ordered[1:] != ordered[:-1]
+    group = np.cumsum(fresh) - 1
+    sizes = np.bincount(group)
+    shared = sizes[group] > 1
+    starts = np.zeros(int((sizes > 1).sum()) + 1, dtype=np.int64)
+    np.cumsum(sizes[sizes > 1], out=starts[1:])
+    return BandGroups(rows[order[shared]].astype(np.int64), starts)
+
+
+def keep_first(
+    groups: Sequence[tuple[int, BandGroups]], n: int, verify: Callable[[int, int], bool]
+) -> NDArray[np.int64]:
+    """Per row, the first earlier KEPT row of its buckets that verifies as its near duplicate.
+
+    `groups` holds (band, groups of that band or of one hash range of it). Rows are taken in
+    ascending order; row j is compared with the kept rows before it in each of its buckets,
+    band after band and ascending within a bucket, each row once: the first that verifies is its
+    partner and j is dropped, else j is kept. Memory: the groups, 9 bytes per row, and four
+    int32 per (row, bucket) with an earlier row in the bucket.
+    """
+    partner = np.full(n, -1, dtype=np.int64)
+    small = np.int32 if max(n, len(groups)) < 2**31 else np.int64  # rows and offsets fit
+    rows, sources, firsts, counts = [], [], [], []
+    for source, (_, g) in enumerate(groups):
+        first = np.repeat(g.starts[:-1], np.diff(g.starts))
+        position = np.arange(len(g.members), dtype=np.int64) - first
+        later = position > 0  # the first row of a bucket has nothing before it to compare
+        rows.append(g.members[later].astype(small))
+        sources.append(np.full(int(later.sum()), source, dtype=small))
+        firsts.append(first[later].astype(small))
+        counts.append(position[later].astype(small))
+    if not rows:
+        return partner
+    row_all, source_all = np.concatenate(rows), np.concatenate(sources)
+    bands = np.array([band for band, _ in groups], dtype=small)[source_all]
+    order = np.lexsort((bands, row_all))  # by row, then band
+    del bands
+    members = [g.members for _, g in groups]
+    kept = bytearray(b"\x01") * n
+    current, found, tried = -1, -1, set[int]()
+    row_all, source_all = row_all[order], source_all[order]
+    first_all, count_all = np.concatenate(firsts)[order], np.concatenate(counts)[order]
+    for lo in range(0, len(order), _ENTRIES):  # a slice at a time as Python ints
+        part = slice(lo, lo + _ENTRIES)
+        entries = zip(
+            row_all[part].tolist(),
+            source_all[part].tolist(),
+            first_all[part].tolist(),
+            count_all[part].tolist(),
+            strict=True,
+        )
+        for j, source, first, count in entries:
+            if j != current:
+                current, found, tried = j, -1, set()
+            elif found >= 0:
+                continue
+            for i in members[source][first : first + count].tolist():
+                if kept[i] and i not in tried:
+                    tried.add(i)
+                    if verify(i, j):
+                        found, partner[j], kept[j] = i, i, 0
+                        break
+    return partner
 
 
 # Phase 1: shingles and signatures.
@@ -176,7 +271,7 @@ def _words(buf: NDArray[np.uint8]) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
     mask = np.zeros(len(buf) + 2, dtype=bool)
     mask[1:-1] = _WORD_BYTE[buf]
     leads = np.flatnonzero(buf >= 0xC2)
-    for lead, lo, hi, width in _PUNCT_SEQUENCES:
+    for lead, lo, hi, width in _PUNCT_SEQUENCES if len(leads) else ():
         at = leads[buf[leads] == lead]
         at = at[(buf[at + 1] >= lo) & (buf[at + 1] <= hi)]
         for k in range(width):
@@ -223,6 +318,8 @@ def _short_shingles(
     words: U64, counts: NDArray[np.intp], short: NDArray[np.intp], ngram: int
 ) -> U64:
     """The single shingle of each text with fewer than ngram words: all its words combined."""
+    if not len(short):
+        return np.zeros(0, dtype=np.uint64)
     weights = _constants(b"ngram", ngram)
     firsts = (np.cumsum(counts) - counts)[short]
     counts = counts[short]
@@ -256,10 +353,16 @@ def _permutations(spec: DedupSpec) -> tuple[U32, U32]:
     return a | np.uint32(1), b
 
 
+@functools.lru_cache(maxsize=256)
 def _constants(tag: bytes, count: int) -> U64:
-    """`count` pseudo-random 64-bit constants for a tag: splitmix64 of a counter from its xxh3."""
+    """`count` pseudo-random 64-bit constants for a tag: splitmix64 of a counter from its xxh3.
+
+    Cached (per-text calls ask for the same ones again), so read-only.
+    """
     start = np.uint64(xxhash.xxh3_64_intdigest(tag))
-    return _splitmix(np.arange(1, count + 1, dtype=np.uint64) + start)
+    out = _splitmix(np.arange(1, count + 1, dtype=np.uint64) + start)
+    out.setflags(write=False)
+    return out
 
 
 def _splitmix(z: U64) -> U64:
@@ -281,30 +384,6 @@ def _check_shape(sigs: U32, spec: DedupSpec) -> None:
         )
     if spec.num_perm % spec.bands:
         raise ConfigError(f"bands = {spec.bands} must divide num_perm = {spec.num_perm}")
-
-
-def _bucket_ids(sigs: U32, spec: DedupSpec) -> NDArray[np.int64]:
-    """Per row and band, an id of the row's bucket shared with other rows, or -1 if alone."""
-    rows = spec.num_perm // spec.bands
-    out = np.full((sigs.shape[0], spec.bands), -1, dtype=np.int64)
-    next_id = 0
-    for band in range(spec.bands):
-        keys = _band_keys(sigs[:, band * rows : (band + 1) * rows])
-        order = np.argsort(keys)  # ids follow key order, so stability is not needed
-        ordered = keys[order]
-        fresh = np.ones(len(ordered), dtype=bool)
-        fresh[1:] = ordered[1:] != ordered[:-1]
-        group = np.cumsum(fresh) - 1
-        shared = np.bincount(group)[group] > 1
-        ids = np.cumsum(fresh & shared) - 1 + next_id
-        out[order[shared], band] = ids[shared]
-        next_id = int(ids[shared].max(initial=next_id - 1)) + 1
-    return out
-
-
-def _involved(buckets: NDArray[np.int64]) -> NDArray[np.intp]:
-    """Rows with at least one shared bucket, ascending."""
-    return np.flatnonzero((buckets >= 0).any(axis=1))
 
 
 def _band_keys(band: U32) -> U64:
@@ -333,17 +412,3 @@ def confirm_floor(spec: DedupSpec) -> float:
     """The estimate below which a candidate is rejected without calling `confirm`."""
     t = spec.threshold
     return t - _SIGMAS * math.sqrt(t * (1.0 - t) / spec.num_perm)
-
-
-def _kept_match(
-    j: int, buckets: list[int], kept_in: dict[int, list[int]], verify: Callable[[int, int], bool]
-) -> int:
-    """The first kept row sharing a bucket with row j that verifies as its near duplicate, or -1."""
-    tried: set[int] = set()
-    for bucket in buckets:
-        for i in kept_in.get(bucket, ()):
-            if i not in tried:
-                tried.add(i)
-                if verify(i, j):
-                    return i
-    return -1

@@ -20,6 +20,8 @@ and compared with whitespace collapsed.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -37,11 +39,18 @@ def paragraphs(text: str) -> list[str]:
     return [p for p in (part.strip() for part in _PARAGRAPH_BREAK.split(text)) if p]
 
 
-def new_paragraphs(kept: str, copy: str, ngram: int) -> str | None:
+def new_paragraphs(
+    kept: str,
+    copy: str,
+    ngram: int,
+    kept_shingles: Callable[[], np.ndarray[Any, Any]] | None = None,
+) -> str | None:
     """The paragraphs of `copy` not found verbatim in `kept`, when they are new text; else None.
 
     None means `copy` has no paragraph of `kept` in it (an edited copy, not a composition), or
     what remains after cutting those paragraphs is mostly `kept`'s n-grams again.
+    `kept_shingles`: returns `shingles(kept, ngram)` when the caller can get them cheaper; it
+    is called only when some paragraphs are cut.
     """
     seen = {collapse(p) for p in paragraphs(kept)}
     own = paragraphs(copy)
@@ -50,5 +59,6 @@ def new_paragraphs(kept: str, copy: str, ngram: int) -> str | None:
         return None
     text = "\n\n".join(rest)
     mine = shingles(text, ngram)
-    shared = np.isin(mine, shingles(kept, ngram), assume_unique=True).sum()
+    theirs = shingles(kept, ngram) if kept_shingles is None else kept_shingles()
+    shared = np.isin(mine, theirs, assume_unique=True).sum()
     return text if shared < MAX_SHARED_NGRAMS * mine.size else None

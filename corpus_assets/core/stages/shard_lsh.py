@@ -1,0 +1,184 @@
+"""The shard stage's near-dedup index on disk: LSH band keys, signatures and candidate texts.
+
+Phase 2 never holds the corpus's signatures (480 bytes a document by default) or its band keys
+together. `write_index` reads the task files one at a time and writes, for the rows that are not
+exact copies, every band's keys (band after band: `bands.u64`) and the signatures (`sigs.u32`)
+to the index folder. `group_range` then groups one hash range of one band, reading only that
+band's keys: it is an independent call (a Ray task could run it), and its result, the buckets
+shared by two rows or more, goes to a file. `keep_first` (core.text.minhash) walks the shared
+buckets of every band in row order, reading a signature or a text only for a candidate pair.
+Memory: one band's keys of one hash range at a time while grouping (about 50 bytes a row), then
+the shared buckets (8 bytes a row per band it shares) and a few bytes per row.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from corpus_assets.core.config import DedupSpec
+from corpus_assets.core.stages.shard_tasks import TaskOutput, task_path
+from corpus_assets.core.text.minhash import BandGroups, band_groups, band_keys, shingles
+
+RANGE_ROWS = 1 << 19
+"""At most about this many rows of one band are grouped at a time (more: hash ranges)."""
+READ_ROWS = 1 << 18
+"""Band keys are read this many at a time when a band is split into hash ranges."""
+SHINGLE_CACHE = 256
+
+
+@dataclass(frozen=True)
+class Index:
+    """The index folder of `rows` documents (the exact survivors, in global order)."""
+
+    folder: Path
+    rows: int
+    spec: DedupSpec
+
+    @property
+    def ranges(self) -> int:
+        """How many hash ranges each band is grouped in."""
+        return max(1, -(-self.rows // RANGE_ROWS))
+
+
+def write_index(
+    task_dir: Path,
+    outputs: list[TaskOutput],
+    keep: np.ndarray[Any, Any],
+    spec: DedupSpec,
+    folder: Path,
+) -> Index:
+    """Band keys and signatures of the filtered rows where `keep` (global order), task by task."""
+    folder.mkdir(parents=True, exist_ok=True)
+    n = int(keep.sum())
+    index = Index(folder, n, spec)
+    start = done = 0
+    with open(folder / "bands.u64", "wb") as bands, open(folder / "sigs.u32", "wb") as sigs:
+        bands.truncate(n * spec.bands * 8)
+        for out in outputs:
+            mine = keep[start : start + out.kept]
+            start += out.kept
+            if not mine.any():
+                continue
+            rows = np.load(task_path(task_dir, out.index, ".sigs.npy"))[mine]
+            sigs.write(np.ascontiguousarray(rows, dtype="<u4").tobytes())
+            for band, keys in enumerate(band_keys(rows, spec)):
+                os.pwrite(bands.fileno(), keys.astype("<u8").tobytes(), (band * n + done) * 8)
+            done += len(rows)
+    return index
+
+
+def group_range(index: Index, band: int, part: int) -> Path:
+    """Group hash range `part` of one band's keys; write its shared buckets; return the file."""
+    n, parts = index.rows, index.ranges
+    with open(index.folder / "bands.u64", "rb") as fh:
+        fh.seek(band * n * 8)
+        if parts == 1:
+            keys = np.fromfile(fh, dtype="<u8", count=n)
+            rows = np.arange(n, dtype=np.int64)
+        else:
+            chosen_keys, chosen_rows = [], []
+            for lo in range(0, n, READ_ROWS):
+                chunk = np.fromfile(fh, dtype="<u8", count=min(READ_ROWS, n - lo))
+                mine = np.flatnonzero(chunk % np.uint64(parts) == part)
+                chosen_keys.append(chunk[mine])
+                chosen_rows.append(mine + lo)
+            keys, rows = np.concatenate(chosen_keys), np.concatenate(chosen_rows)
+    groups = band_groups(keys, rows)
+    path = index.folder / f"groups-{band:04d}-{part:04d}.npz"
+    np.savez(path, members=groups.members, starts=groups.starts)
+    return path
+
+
+def load_groups(path: Path) -> BandGroups:
+    with np.load(path) as z:
+        return BandGroups(z["members"], z["starts"])
+
+
+class Signatures:
+    """Rows of the index's signatures, read from disk when a candidate pair is verified."""
+
+    def __init__(self, index: Index) -> None:
+        self.width = index.spec.num_perm
+        self.rows = index.rows
+        self.fh = open(index.folder / "sigs.u32", "rb")  # noqa: SIM115 (closed by close())
+
+    def row(self, i: int) -> np.ndarray[Any, np.dtype[np.uint32]]:
+        data = os.pread(self.fh.fileno(), 4 * self.width, 4 * self.width * i)
+        return np.frombuffer(data, dtype="<u4")
+
+    def estimate(self, i: int, j: int) -> float:
+        return int(np.count_nonzero(self.row(i) == self.row(j))) / self.width
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+class Texts:
+    """Texts of the candidate rows (index rows in a shared bucket), copied once to one file."""
+
+    def __init__(
+        self,
+        index: Index,
+        task_dir: Path,
+        outputs: list[TaskOutput],
+        keep: np.ndarray[Any, Any],
+        candidates: np.ndarray[Any, Any],
+    ) -> None:
+        self.candidates = candidates
+        self.offsets = np.zeros(len(candidates) + 1, dtype=np.int64)
+        self.ngram = index.spec.ngram
+        self.cache: OrderedDict[int, np.ndarray[Any, Any]] = OrderedDict()
+        path = index.folder / "texts.bin"
+        start = first = at = 0
+        with open(path, "wb") as fh:
+            for out in outputs:
+                mine = np.flatnonzero(keep[start : start + out.kept])
+                start += out.kept
+                last = first + len(mine)
+                wanted = candidates[
+                    np.searchsorted(candidates, first) : np.searchsorted(candidates, last)
+                ]
+                if len(wanted):
+                    part = pq.ParquetFile(task_path(task_dir, out.index, ".parquet"))
+                    column = part.read(columns=["text"], use_threads=False).column("text")
+                    taken = column.take(mine[wanted - first]).combine_chunks()
+                    _, offsets, data = taken.buffers()  # UTF-8 bytes as Arrow holds them
+                    ends = np.frombuffer(offsets, dtype=np.int32)[
+                        taken.offset : taken.offset + len(taken) + 1
+                    ].astype(np.int64)
+                    fh.write(memoryview(data)[ends[0] : ends[-1]])
+                    self.offsets[at + 1 : at + len(taken) + 1] = (
+                        self.offsets[at] + ends[1:] - ends[0]
+                    )
+                    at += len(taken)
+                    del part, column, taken, offsets, data
+                    pa.default_memory_pool().release_unused()  # the task file's read buffers
+                first = last
+        self.fh = open(path, "rb")  # noqa: SIM115 (closed by close())
+
+    def get(self, i: int) -> str:
+        k = int(np.searchsorted(self.candidates, i))
+        lo, hi = int(self.offsets[k]), int(self.offsets[k + 1])
+        return os.pread(self.fh.fileno(), hi - lo, lo).decode("utf-8", "surrogatepass")
+
+    def shingles(self, i: int) -> np.ndarray[Any, Any]:
+        """The shingle set of row i's text, a few recent ones cached."""
+        found = self.cache.get(i)
+        if found is None:
+            found = self.cache[i] = shingles(self.get(i), self.ngram)
+            if len(self.cache) > SHINGLE_CACHE:
+                self.cache.popitem(last=False)
+        else:
+            self.cache.move_to_end(i)
+        return found
+
+    def close(self) -> None:
+        self.fh.close()

@@ -1,0 +1,60 @@
+"""The shard stage's on-disk LSH index: grouping each band in many hash ranges publishes the
+same bytes as grouping it whole (the 1 MB benchmark corpus, in process); exact dedup by
+sorted key words finds what numpy.unique found."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from corpus_assets.core.stages import shard_lsh
+from corpus_assets.core.stages.run import run_stage
+from corpus_assets.core.stages.shard_dedup import exact_duplicates
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*.parquet"))}
+
+
+def test_hash_ranges_publish_the_same_shards(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "corpus"
+    make = [sys.executable, str(REPO / "bench" / "make_corpus.py"), "--out", str(data)]
+    subprocess.run([*make, "--mb", "1"], check=True, capture_output=True)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        'dataset = "t"\nversion = "v1"\ntokenizer = {id = "bytes"}\n'
+        f'[[sources]]\nname = "b"\nkind = "jsonl"\npath = "{data}/part-*.jsonl"\n'
+        'id_field = "id"\nlicense = "cc0-1.0"\n[shards]\ntarget_mb = 0.3\n',
+        encoding="utf-8",
+    )
+    results = []
+    for range_rows in (shard_lsh.RANGE_ROWS, 50):
+        monkeypatch.setattr(shard_lsh, "RANGE_ROWS", range_rows)
+        root = tmp_path / f"root-{range_rows}"
+        run_stage("fetch", cfg, root)
+        summary = run_stage("shard", cfg, root, workers=1)
+        assert summary["duplicates"]["near"] > 0 and summary["partial_copies"] > 0
+        results.append((summary["duplicates"], _tree(root / "corpus")))
+    assert results[0] == results[1] and len(results[0][1]) > 1
+
+
+def test_exact_duplicates_as_numpy_unique_finds_them() -> None:
+    rng = np.random.default_rng(5)
+    keys = rng.integers(0, 2**64 - 1, size=(5000, 2), dtype=np.uint64)
+    keys[1::7] = keys[0:-1:7][: len(keys[1::7])]  # copies
+    keys[3::11, 0] = keys[2::11, 0][: len(keys[3::11])]  # same high word, another low word
+    keys[4::13, 1] = keys[5::13, 1][: len(keys[4::13])]  # same low word, another high word
+    view = np.ascontiguousarray(keys).view(np.dtype((np.void, 16))).ravel()
+    _, first = np.unique(view, return_index=True)
+    expected = np.ones(len(keys), dtype=bool)
+    expected[first] = False
+    assert exact_duplicates(keys).tolist() == expected.tolist() and expected.sum() > 500
+    assert exact_duplicates(keys[:0]).tolist() == []
