@@ -1,6 +1,6 @@
 """Fetch, shard and tokenize on corpora of two sizes, side by side: MB/s and peak RSS per stage.
 
-    python bench/bench_scale.py [--sizes 100,1000] [--workers 2] [--backend local]
+    python bench/bench_scale.py [--sizes 100,1000] [--workers 2] [--backends local,ray]
                                 [--work /tmp/bench-scale] [--quick] [--keep]
 
 For each size (MB) the corpus is generated once by bench/make_corpus.py (seed 0; kept under
@@ -13,9 +13,11 @@ workers, and memory, polled from /proc every 20 ms: "process" is the stage proce
 "duplicates:" progress lines). Then the ratios of the largest size to the smallest. The
 summary is one JSON line on stdout (last line); a table goes to stderr.
 
-`--backend` names the executor of the stages' tasks; only `local` (the process pool) exists
-here, and it is passed to the stages only when it is not the default. `--quick` runs 1 and 2 MB
-(the test of this script).
+`--backends` names the executors of the stages' tasks, each run on every size, side by side:
+`local` (the process pool, the default) and `ray` (`corpus run --backend ray`: each stage starts
+a local Ray with `--workers` CPUs and stops it, start-up included in its wall time; Ray's own
+processes are children of the stage, so "tree" counts them). `--quick` runs 1 and 2 MB (the test
+of this script).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 MAKE_CORPUS = REPO / "bench" / "make_corpus.py"
 STAGES = ("fetch", "shard", "tokenize")
-BACKENDS = ("local",)
+BACKENDS = ("local", "ray")
 POLL_S = 0.02
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
@@ -196,16 +198,22 @@ def ratios(small: dict[str, Any], large: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _ends(runs: list[dict[str, Any]], backend: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The backend's runs of the smallest and the largest size."""
+    mine = [r for r in runs if r["backend"] == backend]
+    return mine[0], mine[-1]
+
+
 def print_table(runs: list[dict[str, Any]]) -> None:
-    head = f"{'size':>8} {'stage':>9} {'wall s':>8} {'MB/s':>7} {'cpu s':>7} "
+    head = f"{'size':>8} {'backend':>7} {'stage':>9} {'wall s':>8} {'MB/s':>7} {'cpu s':>7} "
     head += f"{'proc MB':>8} {'tree MB':>8} {'dedup MB':>9}"
     print(head, file=sys.stderr)
     for run in runs:
         for stage, r in run["stages"].items():
             print(
-                f"{run['mb']:>6g}MB {stage:>9} {r['wall_s']:>8} {r['mb_per_s']:>7} "
-                f"{r['cpu_s']:>7} {r['process_rss_mb']:>8} {r['tree_rss_mb']:>8} "
-                f"{r.get('dedup_rss_mb', ''):>9}",
+                f"{run['mb']:>6g}MB {run['backend']:>7} {stage:>9} {r['wall_s']:>8} "
+                f"{r['mb_per_s']:>7} {r['cpu_s']:>7} {r['process_rss_mb']:>8} "
+                f"{r['tree_rss_mb']:>8} {r.get('dedup_rss_mb', ''):>9}",
                 file=sys.stderr,
             )
 
@@ -214,28 +222,33 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="100,1000", help="corpus sizes in MB, comma-separated")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--backend", choices=BACKENDS, default="local")
+    ap.add_argument("--backends", default="local", help=f"comma-separated, of {BACKENDS}")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", type=Path, default=Path("/tmp/bench-scale"))
     ap.add_argument("--quick", action="store_true", help="sizes 1 and 2 MB")
     ap.add_argument("--keep", action="store_true", help="keep the data roots")
     args = ap.parse_args()
+    backends = args.backends.split(",")
+    if not backends or any(b not in BACKENDS for b in backends):
+        ap.error(f"--backends {args.backends!r}: each must be one of {', '.join(BACKENDS)}")
     sizes = [1.0, 2.0] if args.quick else [float(s) for s in args.sizes.split(",")]
     args.work.mkdir(parents=True, exist_ok=True)
     load_before = list(os.getloadavg())
     runs = [
-        run_size(args.work, mb, args.seed, args.workers, args.backend, args.keep) for mb in sizes
+        run_size(args.work, mb, args.seed, args.workers, backend, args.keep)
+        for mb in sizes
+        for backend in backends
     ]
     print_table(runs)
     summary = {
         "sizes_mb": sizes,
         "workers": args.workers,
-        "backend": args.backend,
+        "backends": backends,
         "cores": os.cpu_count(),
         "load_average_before": load_before,
         "load_average_after": list(os.getloadavg()),
         "runs": runs,
-        "largest_over_smallest": ratios(runs[0], runs[-1]),
+        "largest_over_smallest": {b: ratios(*_ends(runs, b)) for b in backends},
     }
     print(json.dumps(summary))
 

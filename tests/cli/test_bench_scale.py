@@ -1,5 +1,6 @@
-"""bench/bench_scale.py --quick: every stage at both sizes, with MB/s and peak RSS, and the
-largest-over-smallest ratios (structure only, never timings)."""
+"""bench/bench_scale.py --quick: every stage at both sizes on both backends (the local pool and a
+local Ray), with MB/s and peak RSS, and the largest-over-smallest ratios per backend (structure
+only, never timings)."""
 
 from __future__ import annotations
 
@@ -15,15 +16,23 @@ STAGE_KEYS = {"wall_s", "cpu_s", "process_rss_mb", "tree_rss_mb", "mb_per_s"}
 
 
 def test_quick_run_summary(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    home = tmp_path / "home"  # Ray must leave no file in the home directory
+    home.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "HOME": str(home)}
     cmd = [sys.executable, str(BENCH), "--quick", "--work", str(tmp_path / "scale")]
+    cmd += ["--backends", "local,ray"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert summary["sizes_mb"] == [1.0, 2.0] and summary["backend"] == "local"
+    assert summary["sizes_mb"] == [1.0, 2.0] and summary["backends"] == ["local", "ray"]
     assert len(summary["load_average_before"]) == 3
     runs = summary["runs"]
-    assert [r["mb"] for r in runs] == [1.0, 2.0]
+    assert [(r["mb"], r["backend"]) for r in runs] == [
+        (1.0, "local"),
+        (1.0, "ray"),
+        (2.0, "local"),
+        (2.0, "ray"),
+    ]
     for run in runs:
         assert set(run["stages"]) == {"fetch", "shard", "tokenize"}
         for stage, numbers in run["stages"].items():
@@ -32,8 +41,14 @@ def test_quick_run_summary(tmp_path: Path) -> None:
             assert all(v > 0 for k, v in numbers.items() if k != "dedup_s"), (stage, numbers)
         assert 0 < run["documents_out"] < run["documents"]
         assert run["duplicates"]["exact"] > 0 and run["duplicates"]["near"] > 0
-    assert runs[1]["documents"] > runs[0]["documents"]
-    ratios = summary["largest_over_smallest"]
-    assert set(ratios) == {"fetch", "shard", "tokenize"}
-    assert set(ratios["shard"]) == {"process_rss_mb", "tree_rss_mb", "dedup_rss_mb", "mb_per_s"}
+    assert runs[2]["documents"] > runs[0]["documents"] == runs[1]["documents"]
+    for local, ray in (runs[0:2], runs[2:4]):  # the same corpus, the same result
+        assert local["documents_out"] == ray["documents_out"]
+        assert local["duplicates"] == ray["duplicates"]
+    for backend in ("local", "ray"):
+        ratios = summary["largest_over_smallest"][backend]
+        assert set(ratios) == {"fetch", "shard", "tokenize"}
+        shard = {"process_rss_mb", "tree_rss_mb", "dedup_rss_mb", "mb_per_s"}
+        assert set(ratios["shard"]) == shard
+    assert not list(home.iterdir())
     assert not list((tmp_path / "scale").glob("root-*"))  # data roots removed without --keep
