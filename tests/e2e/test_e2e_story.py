@@ -18,18 +18,14 @@ from e2e_support import DagsterDev, wait_for
 from playwright.sync_api import Page
 from test_e2e_ui import ARTIFACTS, CHROMIUM_ARGS, _chromium, _skip_community_modal
 
+from corpus_assets.assets.checks import SHARDS_AUDITS
 from corpus_assets.core.config import load_config
 from corpus_assets.core.store.layout import Layout
 
 # The shards step reports the build as sharded; tokens per document joins on the tokens page.
 PLOTS = ["Document length before and after filtering", "Drops by filter reason", "Duplicates"]
 PLOTS.append("PII by kind")
-CHECKS = [
-    "shards_licenses_allowed",
-    "shards_manifest_valid",
-    "shards_no_exact_duplicates",
-    "shards_no_pii_residue",
-]
+CHECKS = list(SHARDS_AUDITS)  # every check on shards
 
 RECHECK_CONFIG = "ops:\n  recheck_partition:\n    config:\n      partition_key: {key}\n"
 
