@@ -23,30 +23,48 @@ import dagster as dg
 
 from corpus_assets.core.config import LoadedConfig
 from corpus_assets.core.stages.report import current_report, write_report
+from corpus_assets.core.stages.report_data import warm_lengths_before, warm_up_arrow
 from corpus_assets.core.stages.report_markdown import with_inline_images
 from corpus_assets.core.stages.report_plots import private_config_dir, warm_up
+from corpus_assets.core.stages.shard import check_sources
 from corpus_assets.core.store.atomic import MANIFEST
 from corpus_assets.core.store.layout import Layout
 
 
-def warm_up_report() -> None:
-    """Import the plotting library on a daemon thread while the stage's subprocess runs (the
-    run worker only waits for it then), so the report after the stage starts drawing at once."""
+def warm_up_report(cfg: LoadedConfig, layout: Layout, stage: str) -> threading.Thread:
+    """Prepare the report on a daemon thread while the stage's subprocess runs (the run worker
+    only waits for it then): import the plotting library, load pyarrow's compute kernels and,
+    before the shard stage of an
+    unpublished build, read the raw documents' lengths (the report's before-filtering
+    histogram, which depends on the raw cache only). The report after the stage then draws at
+    once; `report_metadata` waits for this thread first."""
 
     private_config_dir()  # here, not on the thread: a thread must not change the environment
+    early = stage == "shard" and not (layout.shards(cfg) / MANIFEST).exists()
 
     def run() -> None:
         with contextlib.suppress(Exception):  # the report itself says what went wrong
             warm_up()
+            warm_up_arrow()
+            if early:
+                warm_lengths_before(layout.root, check_sources(cfg, layout))
 
-    threading.Thread(target=run, name="report-warm-up", daemon=True).start()
+    thread = threading.Thread(target=run, name="report-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def report_metadata(
-    context: dg.AssetExecutionContext, cfg: LoadedConfig, layout: Layout
+    context: dg.AssetExecutionContext,
+    cfg: LoadedConfig,
+    layout: Layout,
+    warming: threading.Thread | None = None,
 ) -> dict[str, dg.MetadataValue[Any]]:
-    """Write the build's report; its Markdown (plots as data: URIs), path and time as metadata."""
+    """Write the build's report; its Markdown (plots as data: URIs), path and time as metadata.
+    `report_seconds` is the time after the stage: waiting for `warming`, then the report."""
     started = time.perf_counter()
+    if warming is not None:
+        warming.join()
     try:
         manifest = layout.shards(cfg) / MANIFEST
         report = current_report(manifest) or write_report(manifest).report
@@ -68,11 +86,13 @@ def with_report(
     result: dg.MaterializeResult[Any],
     cfg: LoadedConfig,
     layout: Layout,
+    warming: threading.Thread | None = None,
 ) -> dg.MaterializeResult[Any]:
     """`result` with the build report's metadata added."""
+    report = report_metadata(context, cfg, layout, warming)
     return dg.MaterializeResult(
         asset_key=result.asset_key,
-        metadata={**(result.metadata or {}), **report_metadata(context, cfg, layout)},
+        metadata={**(result.metadata or {}), **report},
         check_results=result.check_results,
         data_version=result.data_version,
         tags=result.tags,

@@ -31,6 +31,7 @@ def shards(
 ) -> dg.MaterializeResult[Any]:
     """Filtered, deduplicated, PII-scrubbed Parquet shards of the config (stage `shard`)."""
     config_file = configs.file_for_run(context)
-    warm_up_report()
+    cfg, layout = configs.load(context.partition_key), paths.layout()
+    warming = warm_up_report(cfg, layout, "shard")
     done = stage_runner.run_stage(context, "shard", config_file, paths.root_path())
-    return with_report(context, done, configs.load(context.partition_key), paths.layout())
+    return with_report(context, done, cfg, layout, warming)

@@ -31,6 +31,7 @@ def tokens(
 ) -> dg.MaterializeResult[Any]:
     """Token files (`.bin` + `.idx`) of every shard, read by `TokenDataset` (stage `tokenize`)."""
     config_file = configs.file_for_run(context)
-    warm_up_report()
+    cfg, layout = configs.load(context.partition_key), paths.layout()
+    warming = warm_up_report(cfg, layout, "tokenize")
     done = stage_runner.run_stage(context, "tokenize", config_file, paths.root_path())
-    return with_report(context, done, configs.load(context.partition_key), paths.layout())
+    return with_report(context, done, cfg, layout, warming)
