@@ -27,7 +27,7 @@ from corpus_assets.core.store.layout import Layout
 from corpus_assets.dagster_compensate import compensating
 from corpus_assets.dagster_dead_runs import mark_dead_runs, process_tags
 from corpus_assets.dagster_instance import dagster_home, ensure_home, open_instance
-from corpus_assets.dagster_output import QUIET_LOGS, BuildOutput
+from corpus_assets.dagster_output import QUIET_LOGS, BuildOutput, error_message
 from corpus_assets.dagster_pg import open_postgres_instance
 from corpus_assets.definitions import build_defs
 from corpus_assets.jobs import BUILD_JOB, RECHECK_JOB, TASK_JOB
@@ -213,6 +213,7 @@ def _summary(cfg: LoadedConfig, root: Path, result: dg.ExecuteInProcessResult) -
         "root": str(root),
         "shards_manifest": _rel(layout.shards(cfg) / MANIFEST, root),
         "tokens_manifest": _rel(layout.tokens(cfg) / MANIFEST, root),
+        "report": _report_of(result, root),
         "documents": {
             "fetched": meta["raw"].get("documents"),
             "in": meta["shards"].get("documents_in"),
@@ -226,6 +227,12 @@ def _summary(cfg: LoadedConfig, root: Path, result: dg.ExecuteInProcessResult) -
     if error:
         out["error"] = error
     return out
+
+
+def _report_of(result: dg.ExecuteInProcessResult, root: Path) -> str | None:
+    """REPORT.md relative to the root, when this run's report step wrote (or reused) it."""
+    path = _metadata(result, "report").get("report_path")
+    return _rel(Path(path), root) if isinstance(path, str) else None
 
 
 def _metadata(result: dg.ExecuteInProcessResult, node: str) -> dict[str, Any]:
@@ -266,7 +273,7 @@ def _first_error(result: dg.ExecuteInProcessResult) -> str | None:
         if data.user_failure_data is not None and data.user_failure_data.description:
             return f"{event.step_key}: {data.user_failure_data.description}"
         if data.error is not None:
-            return f"{event.step_key}: {data.error.message.strip()}"
+            return f"{event.step_key}: {error_message(data.error)}"
     return None if result.success else "the run failed"
 
 

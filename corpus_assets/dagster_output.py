@@ -163,8 +163,16 @@ def _step_error(data: Any) -> str:
         if failure.description:
             return _first_line(failure.description)
     if data.error is not None:
-        return _first_line(data.error.message)
+        return _first_line(error_message(data.error))
     return "failed"
+
+
+def error_message(error: Any) -> str:
+    """A step's error message (of a SerializableErrorInfo); under Dagster's wrapper ("Error
+    occurred while executing op ..."), the message of the exception it wraps."""
+    while error.cls_name == "DagsterExecutionStepExecutionError" and error.cause is not None:
+        error = error.cause
+    return str(error.message).strip()
 
 
 def _first_line(text: str) -> str:

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 
 
 def forget_partition(instance: dg.DagsterInstance, asset_key: dg.AssetKey, partition: str) -> int:
-    """Remove `asset_key`'s materializations and check results for `partition`, keeping what
-    says it was planned (and failed); return how many rows went (-1: unknown)."""
+    """Remove `asset_key`'s materializations, observations and check results for `partition`,
+    keeping what says it was planned (and failed); return how many rows went (-1: unknown)."""
     try:
         instance.wipe_asset_partitions(asset_key, [partition])
         return -1
@@ -86,7 +86,10 @@ def _delete_from_index(storage: Any, asset_key: dg.AssetKey, partition: str) -> 
     ours = (
         (events.c.asset_key == key)
         & (events.c.partition == partition)
-        & (events.c.dagster_event_type == DagsterEventType.ASSET_MATERIALIZATION.value)
+        & events.c.dagster_event_type.in_(
+            # observations too: the report's, on the shards page, describe the files now gone
+            [DagsterEventType.ASSET_MATERIALIZATION.value, DagsterEventType.ASSET_OBSERVATION.value]
+        )
     )
     with storage.index_connection() as conn:
         ids = [

@@ -12,6 +12,7 @@ import dagster as dg
 from corpus_assets.assets import checks, task_checks
 from corpus_assets.assets.exports import corpus_hf, task_hf
 from corpus_assets.assets.raw import raw
+from corpus_assets.assets.report import report
 from corpus_assets.assets.shards import shards
 from corpus_assets.assets.task_dataset import task_dataset
 from corpus_assets.assets.tokens import tokens
@@ -31,7 +32,7 @@ def build_defs(
     """The corpus graph bound to `paths` (default: root from the environment at run time)."""
     paths = paths or CorpusPaths()
     return dg.Definitions(
-        assets=[raw, shards, tokens, task_dataset, corpus_hf, task_hf],
+        assets=[raw, shards, tokens, report, task_dataset, corpus_hf, task_hf],
         asset_checks=[*checks.ALL_CHECKS, task_checks.task_dataset_checks],
         jobs=[corpus_build, task_build, corpus_cleanup, corpus_recheck],
         sensors=[

@@ -1,8 +1,9 @@
-"""The jobs: `corpus_build` (the three corpus assets and their checks), `task_build` (the task
+"""The jobs: `corpus_build` (the corpus assets and their checks), `task_build` (the task
 snapshot and its checks) and `corpus_cleanup`."""
 
 import dagster as dg
 
+from corpus_assets.assets.report import report
 from corpus_assets.assets.shards import shards
 from corpus_assets.assets.tokens import tokens
 from corpus_assets.dagster_dead_runs import cleanup_blocker
@@ -20,14 +21,15 @@ TASK_ASSETS = dg.AssetSelection.groups("tasks")
 # Step failures have retry policies; a run retry (when dagster/max_retries is set) is for a crashed
 # run worker only, so a stage that gave up (exit 64/65) is never re-run by it.
 BUILD_TAGS = {"dagster/retry_on_asset_or_op_failure": "false"}
-CLEANED_ASSETS = (shards.key, tokens.key)
+CLEANED_ASSETS = (shards.key, tokens.key, report.key)
 
 corpus_build = dg.define_asset_job(
     BUILD_JOB,
     selection=BUILD_ASSETS,
     executor_def=dg.in_process_executor,
     tags=BUILD_TAGS,
-    description="Fetch, shard and tokenize one registered config (a corpus_configs partition).",
+    description="Fetch, shard and tokenize one registered config (a corpus_configs partition), "
+    "then draw its report.",
 )
 
 
@@ -56,8 +58,9 @@ def cleanup_partition(
     configs: ConfigStore,
     stage_runner: StageRunner,
 ) -> None:
-    """Delete the partition's shards, tokens and staging (never raw), then their
-    materializations and check results (the run's plan stays: a failed build reads Failed)."""
+    """Delete the partition's shards, tokens, report and staging (never raw), then their
+    materializations, observations and check results (the run's plan stays: a failed build
+    reads Failed)."""
     if blocker := cleanup_blocker(context.instance, config.failed_run_id):
         context.log.info(f"cleanup of {config.partition_key} skipped: {blocker}")
         return

@@ -8,7 +8,6 @@ from corpus_assets.assets.partitions import corpus_configs
 from corpus_assets.assets.policies import STAGE_RETRY
 from corpus_assets.assets.raw import raw
 from corpus_assets.core.version import CODE_VERSION
-from corpus_assets.dagster_build_report import warm_up_report, with_report
 from corpus_assets.resources.configs import ConfigStore
 from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.resources.stage_runner import StageRunner
@@ -31,7 +30,4 @@ def shards(
 ) -> dg.MaterializeResult[Any]:
     """Filtered, deduplicated, PII-scrubbed Parquet shards of the config (stage `shard`)."""
     config_file = configs.file_for_run(context)
-    cfg, layout = configs.load(context.partition_key), paths.layout()
-    warming = warm_up_report(cfg, layout, "shard")
-    done = stage_runner.run_stage(context, "shard", config_file, paths.root_path())
-    return with_report(context, done, cfg, layout, warming)
+    return stage_runner.run_stage(context, "shard", config_file, paths.root_path())

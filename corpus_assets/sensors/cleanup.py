@@ -18,6 +18,7 @@ import os
 import dagster as dg
 
 from corpus_assets.assets.partitions import CORPUS_CONFIGS
+from corpus_assets.assets.report import report
 from corpus_assets.assets.shards import shards
 from corpus_assets.assets.task_dataset import task_dataset
 from corpus_assets.assets.tokens import tokens
@@ -37,6 +38,9 @@ CANCEL_SENSOR = "corpus_cleanup_on_cancel"
 # Step keys whose start means partial outputs may exist (the shard stage or later).
 OUTPUT_STEPS = frozenset(k.to_python_identifier() for k in (shards.key, tokens.key))
 TASK_STEP = task_dataset.key.to_python_identifier()
+# The step after the stages: it writes only report files, and a build whose stages all finished
+# is whole without them.
+REPORT_STEP = report.key.to_python_identifier()
 
 
 def cleanup_request(
@@ -68,6 +72,11 @@ def cleanup_request(
         return dg.SkipReason(f"run {run.run_id} {outcome} before the shard stage started")
     if not instance.has_dynamic_partition(CORPUS_CONFIGS, partition):
         return dg.SkipReason(f"run {run.run_id} was for {partition!r}, not a registered config")
+    if _only_the_report_unfinished(instance, run.run_id, started):
+        return dg.SkipReason(
+            f"run {run.run_id} {outcome} in its report step, after the stages and checks had "
+            "finished: the build is whole; materialize `report` again for its report"
+        )
     if _only_upstream_missing(instance, run.run_id):
         return dg.SkipReason(
             f"run {run.run_id} {outcome} because an upstream asset was not materialized; "
@@ -87,6 +96,20 @@ def cleanup_request(
         },
         tags={CLEANUP_OF_TAG: run.run_id, CLEANUP_PARTITION_TAG: partition},
     )
+
+
+def _only_the_report_unfinished(
+    instance: dg.DagsterInstance, run_id: str, started: set[str | None]
+) -> bool:
+    """The shard and tokenize steps, and every other step that started, succeeded, except the
+    report step."""
+    succeeded = {
+        r.event_log_entry.step_key
+        for r in instance.get_records_for_run(
+            run_id, of_type=dg.DagsterEventType.STEP_SUCCESS
+        ).records
+    }
+    return succeeded >= OUTPUT_STEPS and started - succeeded <= {REPORT_STEP}
 
 
 def _only_upstream_missing(instance: dg.DagsterInstance, run_id: str) -> bool:

@@ -303,35 +303,3 @@ def test_a_report_completed_after_tokenize_equals_one_made_whole(
     for name in REPORT_FILES:
         if name != "report_lengths.png":
             assert (shards_of(whole) / name).read_bytes() == (shards_of(halves) / name).read_bytes()
-
-
-def test_the_before_histogram_computed_early_is_used_only_for_the_same_raw_files(
-    built: Path, tmp_path: Path
-) -> None:
-    """The shards step reads the raw lengths while the stage runs (`warm_lengths_before`): the
-    report takes that histogram when the manifest names the same raw files, and reads the raw
-    cache again otherwise (another root's manifest, a changed file digest)."""
-    from corpus_assets.core.config import load_config
-    from corpus_assets.core.stages import report_data
-    from corpus_assets.core.stages.shard import check_sources
-    from corpus_assets.core.store.layout import Layout
-
-    layout = Layout(built.resolve())
-    manifest = json.loads((shards_of(built) / "_MANIFEST.json").read_text(encoding="utf-8"))
-    sources = check_sources(load_config(TINY), layout)
-    assert [s["files"] for s in sources] == [s["files"] for s in manifest["sources"]]
-    cold = report_data.lengths_before(layout.root, manifest)
-
-    report_data.warm_lengths_before(layout.root, sources)
-    [early] = report_data._early.values()
-    used = report_data.lengths_before(layout.root, manifest)
-    assert used is early and report_data._early == {}  # taken, not kept
-    assert used.to_json() == cold.to_json()
-
-    other = json.loads(json.dumps(manifest))
-    other["sources"][0]["files"][0]["sha256"] = "0" * 64  # other raw files: not the early one
-    report_data.warm_lengths_before(layout.root, other["sources"])
-    [stale] = report_data._early.values()
-    again = report_data.lengths_before(layout.root, manifest)
-    assert again is not stale and list(report_data._early.values()) == [stale]
-    assert again.to_json() == cold.to_json()

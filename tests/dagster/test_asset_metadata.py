@@ -30,6 +30,15 @@ def _latest(instance: dg.DagsterInstance, asset: str, key: str) -> dict[str, Any
     return {k: v.value for k, v in materialization.metadata.items()}
 
 
+def _observed(instance: dg.DagsterInstance, asset: str, key: str) -> dict[str, Any]:
+    records = instance.fetch_observations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[key]), limit=1
+    ).records
+    observation = records[0].asset_observation
+    assert observation is not None
+    return {k: v.value for k, v in observation.metadata.items()}
+
+
 def test_materializations_carry_config_sources_files_and_schema(
     example: Path, root: Path, instance: dg.DagsterInstance
 ) -> None:
@@ -79,29 +88,32 @@ def test_materializations_carry_config_sources_files_and_schema(
     tokens_doc = json.loads((layout.tokens(cfg) / "_MANIFEST.json").read_text())
     assert tokens["files_size"] == human_size(sum(f["bytes"] for f in tokens_doc["files"]))
 
-    # The build report with its plots inlined: on shards as sharded, on tokens complete.
+    # The build report with its plots inlined: on the report asset and, observed, on shards; no
+    # stage step draws it.
+    assert "report" not in shards and "report" not in tokens
     folder = layout.shards(cfg)
-    shard_plots = PLOT.findall(shards["report"])
-    assert [title for title, _ in shard_plots] == [
+    made = _latest(instance, "report", key)
+    plots = PLOT.findall(made["report"])
+    assert [title for title, _ in plots] == [
         "Document length before and after filtering",
         "Drops by filter reason",
         "Duplicates",
         "PII by kind",
+        "Tokens per document",
     ]
-    assert base64.b64decode(shard_plots[1][1]) == (folder / "report_drops.png").read_bytes()
-    assert '"license": "cc0-1.0"' in shards["report"]  # the config, as the manifest holds it
-    token_plots = PLOT.findall(tokens["report"])
-    assert token_plots[:4] == shard_plots
-    assert token_plots[4][0] == "Tokens per document"
-    assert base64.b64decode(token_plots[4][1]) == (folder / "report_tokens.png").read_bytes()
-    assert tokens["report_path"] == str(folder / "REPORT.md")
+    assert base64.b64decode(plots[1][1]) == (folder / "report_drops.png").read_bytes()
+    assert base64.b64decode(plots[4][1]) == (folder / "report_tokens.png").read_bytes()
+    assert '"license": "cc0-1.0"' in made["report"]  # the config, as the manifest holds it
+    assert made["report_path"] == str(folder / "REPORT.md")
     assert "![Tokens per document](report_tokens.png)" in (folder / "REPORT.md").read_text()
+    assert _observed(instance, "shards", key) == made
 
     # A no-op rebuild shows the same report without drawing it again.
-    made = (folder / "REPORT.md").stat().st_ino
+    drawn = (folder / "REPORT.md").stat().st_ino
     assert dagster_build.build(example, root, instance).exit_code == 0
-    assert (folder / "REPORT.md").stat().st_ino == made
-    assert _latest(instance, "shards", key)["report"] == tokens["report"]
+    assert (folder / "REPORT.md").stat().st_ino == drawn
+    assert _latest(instance, "report", key)["report"] == made["report"]
+    assert _observed(instance, "shards", key)["report"] == made["report"]
 
 
 def test_human_sizes() -> None:

@@ -19,6 +19,7 @@ from dagster_support import unlicensed, wrapped
 from corpus_assets import dagster_build
 from corpus_assets.assets.partitions import corpus_configs
 from corpus_assets.core.config import load_config
+from corpus_assets.core.stages.verify import verify_path
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.definitions import build_defs
 from corpus_assets.jobs import CLEANUP_JOB
@@ -26,6 +27,7 @@ from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.resources.stage_runner import StageRunner
 from corpus_assets.sensors.cleanup import (
     CLEANUP_OF_TAG,
+    cleanup_runs_of,
     corpus_cleanup_on_cancel,
     corpus_cleanup_on_failure,
 )
@@ -261,3 +263,46 @@ def test_an_unknown_partition_key_fails_in_one_line_and_is_removed(
         corpus_cleanup_on_failure, instance, result.run_id, dg.DagsterEventType.RUN_FAILURE
     )
     assert isinstance(skip, dg.SkipReason)
+
+
+def test_the_report_of_an_unsharded_partition_names_shards_first(
+    example: Path, root: Path, instance: dg.DagsterInstance
+) -> None:
+    key = dagster_build.register(example, root, instance).partition_key
+    assert _materialize(root, instance, key, "raw").success
+    result = _materialize(root, instance, key, "report")
+    failure = _failure(result, "report")
+    assert failure.description.startswith("materialize shards first: no shards manifest at ")
+    assert failure.metadata["upstream_missing"].value is True
+    skip = _evaluate(
+        corpus_cleanup_on_failure, instance, result.run_id, dg.DagsterEventType.RUN_FAILURE
+    )
+    assert isinstance(skip, dg.SkipReason)
+
+
+def test_a_run_that_failed_in_its_report_step_keeps_its_whole_build(
+    example: Path, root: Path, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report step runs after the stages and checks: its failure leaves a whole build, which
+    neither `corpus build` nor the sensors clean up."""
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("the report broke")
+
+    monkeypatch.setattr("corpus_assets.assets.report.report_metadata", broken)
+    cfg, layout = load_config(example), Layout(root.resolve())
+    result = dagster_build.build(example, root, instance)  # compensating, as `corpus build` is
+    assert result.exit_code != 0 and "the report broke" in result.summary["error"]
+    stages = dict.fromkeys(("fetch", "shard", "tokenize"), "materialized")
+    assert result.summary["stages"] == stages
+    failed = instance.get_records_for_run(
+        result.run_id, of_type=dg.DagsterEventType.STEP_FAILURE
+    ).records
+    assert [r.event_log_entry.step_key for r in failed] == ["report"]
+    assert verify_path(layout.shards(cfg) / "_MANIFEST.json") == []
+    assert verify_path(layout.tokens(cfg) / "_MANIFEST.json") == []
+    assert cleanup_runs_of(instance, result.run_id) == []
+    skip = _evaluate(
+        corpus_cleanup_on_failure, instance, result.run_id, dg.DagsterEventType.RUN_FAILURE
+    )
+    assert isinstance(skip, dg.SkipReason) and "report step" in str(skip.skip_message)

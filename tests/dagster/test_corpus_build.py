@@ -45,6 +45,7 @@ def test_build_materializes_three_assets_with_checks(
     assert s["tokens"] > 0
     assert verify_path(root / s["shards_manifest"]) == []
     assert verify_path(root / s["tokens_manifest"]) == []
+    assert s["report"] == s["shards_manifest"].replace("_MANIFEST.json", "REPORT.md")
     assert cfg.partition_key in instance.get_dynamic_partitions(CORPUS_CONFIGS)
 
     shards = _materialized(instance, "shards", cfg.partition_key)

@@ -27,6 +27,7 @@ def test_definitions_load() -> None:
         "raw",
         "shards",
         "tokens",
+        "report",
         "task_dataset",
         "corpus_hf",
         "task_hf",
@@ -35,6 +36,7 @@ def test_definitions_load() -> None:
         ("raw", "corpus", "corpus_configs"),
         ("shards", "corpus", "corpus_configs"),
         ("tokens", "corpus", "corpus_configs"),
+        ("report", "corpus", "corpus_configs"),
         ("task_dataset", "tasks", "task_configs"),
     ):
         node = graph.get(dg.AssetKey(name))
@@ -43,6 +45,10 @@ def test_definitions_load() -> None:
         assert node.partitions_def.name == partitions
     assert graph.get(dg.AssetKey("shards")).parent_keys == {dg.AssetKey("raw")}
     assert graph.get(dg.AssetKey("tokens")).parent_keys == {dg.AssetKey("shards")}
+    assert graph.get(dg.AssetKey("report")).parent_keys == {
+        dg.AssetKey("shards"),
+        dg.AssetKey("tokens"),
+    }
     assert graph.get(dg.AssetKey("task_dataset")).parent_keys == set()
     assert graph.get(dg.AssetKey("corpus_hf")).parent_keys == {dg.AssetKey("shards")}
     assert graph.get(dg.AssetKey("task_hf")).parent_keys == {dg.AssetKey("task_dataset")}

@@ -22,9 +22,9 @@ from corpus_assets.assets.checks import SHARDS_AUDITS
 from corpus_assets.core.config import load_config
 from corpus_assets.core.store.layout import Layout
 
-# The shards step reports the build as sharded; tokens per document joins on the tokens page.
+# The report step's observation of the shards partition: the whole report, tokens included.
 PLOTS = ["Document length before and after filtering", "Drops by filter reason", "Duplicates"]
-PLOTS.append("PII by kind")
+PLOTS += ["PII by kind", "Tokens per document"]
 CHECKS = list(SHARDS_AUDITS)  # every check on shards
 
 RECHECK_CONFIG = "ops:\n  recheck_partition:\n    config:\n      partition_key: {key}\n"

@@ -52,7 +52,7 @@ def _skip_community_modal(page: Page) -> None:
 def _pick_partition(page: Page, dialog: Locator, key: str) -> None:
     """Choose `key` in the dialog's partition picker (retried: the picker can close early)."""
     launch = dialog.get_by_role("button", name="Launch 1 run")
-    title = dialog.get_by_text("Launch runs to materialize 3 assets")
+    title = dialog.get_by_text("Launch runs to materialize 4 assets")
     for attempt in range(3):
         try:
             dialog.get_by_text("Select a partition or create one").click(timeout=10_000)
@@ -82,16 +82,17 @@ def test_materialize_button_builds_a_partition(dagster_dev: DagsterDev) -> None:
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.set_default_timeout(60_000)
-            # tokens with everything upstream of it, so "Materialize all" means raw+shards+tokens
+            # report with everything upstream of it: "Materialize all" means raw, shards, tokens
+            # and report (the README's path)
             page.goto(
-                f"{dagster_dev.url}/assets/tokens?view=lineage&lineageScope=upstream&lineageDepth=5"
+                f"{dagster_dev.url}/assets/report?view=lineage&lineageScope=upstream&lineageDepth=5"
             )
             materialize_all = page.get_by_role("button", name="Materialize all…")
             materialize_all.wait_for()
             _skip_community_modal(page)
             materialize_all.click()
             dialog = page.get_by_role("dialog")
-            dialog.get_by_text("Launch runs to materialize 3 assets").wait_for()
+            dialog.get_by_text("Launch runs to materialize 4 assets").wait_for()
             _pick_partition(page, dialog, key)
             dialog.get_by_role("button", name="Launch 1 run").click()
             page.get_by_role("link", name="View").first.wait_for()
@@ -122,4 +123,5 @@ def test_materialize_button_builds_a_partition(dagster_dev: DagsterDev) -> None:
     cfg = load_config(config)
     assert verify_path(layout.shards(cfg)) == []
     assert verify_path(layout.tokens(cfg)) == []
+    assert (layout.shards(cfg) / "REPORT.md").is_file()
     assert (ARTIFACTS / "ui-materialize-run.png").stat().st_size > 10_000

@@ -54,7 +54,7 @@ def test_hand_example_keys_and_order(
         for r in records
         if r.event_log_entry.dagster_event_type == dg.DagsterEventType.ASSET_MATERIALIZATION
     ]
-    assert order == ["raw", "shards", "tokens"], "stages ran out of order"
+    assert order == ["raw", "shards", "tokens", "report"], "stages ran out of order"
     starts = [
         r.event_log_entry.step_key
         for r in records

@@ -8,26 +8,17 @@ Lengths are counted in **characters** (Unicode code points, Python's `len`), the
 - after filtering: the `text` of every row of the build's shards (after dedup and PII scrubbing).
 Tokens per document are read from the `.idx` offsets of the tokens build, EOS included.
 
-The before-filtering histogram depends only on the raw cache, so a caller that knows the sources
-ahead (the shards step, while the shard stage runs) computes it early with `warm_lengths_before`;
-`lengths_before` takes it from there when the manifest names the same raw files (digests
-included), and verifies the raw cache either way.
-
 Histograms stream: their bins are fixed (0, then quarter-octaves up to 2**40), so counts add up
 batch by batch without holding one length per document; they are trimmed to the bins in use.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
@@ -93,17 +84,6 @@ def common_bins(*hists: Histogram) -> tuple[int, int]:
     return (min(r[0] for r in ranges), max(r[1] for r in ranges))
 
 
-_early: dict[str, Histogram] = {}
-_early_lock = threading.Lock()
-
-
-def _sources_key(root: Path, sources: list[dict[str, Any]]) -> str:
-    """The raw files a histogram was read from: root, source keys, file names and digests."""
-    named = [(s["source_key"], s["files"]) for s in sources]
-    text = json.dumps([str(Path(root).resolve()), named], sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def _raw_lengths(root: Path, sources: list[dict[str, Any]]) -> Histogram:
     layout = Layout(root)
     hist = Histogram()
@@ -111,21 +91,6 @@ def _raw_lengths(root: Path, sources: list[dict[str, Any]]) -> Histogram:
         texts = read_task(task).column("text").to_pylist()
         hist.add(np.fromiter((len(normalize(t)) for t in texts), np.int64, len(texts)))
     return hist
-
-
-def warm_up_arrow() -> None:
-    """Make the first length count cheap: pyarrow's first list conversion loads its compute
-    kernels and asks pandas whether a list is a Series (about 0.2 s, once per process)."""
-    pc.utf8_length(pa.array(["warm"])).to_numpy(zero_copy_only=False)
-
-
-def warm_lengths_before(root: Path, sources: list[dict[str, Any]]) -> None:
-    """Compute the before-filtering histogram of `sources` (the shard stage's checked sources)
-    now, for the next `lengths_before` of a manifest naming the same raw files."""
-    hist = _raw_lengths(root, sources)
-    with _early_lock:
-        _early.clear()  # one build at a time: nothing accumulates in a long-lived process
-        _early[_sources_key(root, sources)] = hist
 
 
 def lengths_before(root: Path, manifest: dict[str, Any]) -> Histogram:
@@ -138,9 +103,7 @@ def lengths_before(root: Path, manifest: dict[str, Any]) -> Histogram:
                 f"raw cache of source {source['name']!r} differs from the shards manifest: "
                 f"{'; '.join(problems[:3])}; run the fetch stage again"
             )
-    with _early_lock:
-        early = _early.pop(_sources_key(root, manifest["sources"]), None)
-    hist = early or _raw_lengths(root, manifest["sources"])
+    hist = _raw_lengths(root, manifest["sources"])
     if hist.documents != manifest["documents_in"]:
         raise DataError(
             f"the raw cache holds {hist.documents} documents for this build, "
