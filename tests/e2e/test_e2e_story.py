@@ -71,8 +71,10 @@ def test_report_failed_partition_checks_and_recheck_in_the_ui(dagster_dev: Dagst
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(60_000)
         try:
-            # The shards page: the config and the report's plots, decoded by the browser.
-            page.goto(f"{url}/assets/shards?partition={ok.partition_key}")
+            # The shards page, the partition's detail (Partitions tab): the config of its
+            # materialization and the report's plots (the report step's observation of the
+            # partition), decoded by the browser.
+            page.goto(f"{url}/assets/shards?view=partitions&partition={ok.partition_key}")
             page.get_by_text(ok.build_id).first.wait_for()
             _skip_community_modal(page)
             page.get_by_text('"license": "cc0-1.0"').first.wait_for()
