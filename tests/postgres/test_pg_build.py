@@ -55,7 +55,7 @@ def test_build_of_the_example_stores_its_runs_in_postgres(
         " and dagster_event_type = 'ASSET_MATERIALIZATION' order by asset_key",
         run_id,
     )
-    assert [a for (a,) in materialized] == ['["raw"]', '["shards"]', '["tokens"]']
+    assert [a for (a,) in materialized] == ['["raw"]', '["report"]', '["shards"]', '["tokens"]']
     partitions = pg_server.query(db, "select partition from dynamic_partitions")
     assert partitions == [(key,)]
     home = root / "dagster-postgres"
