@@ -200,7 +200,11 @@ def test_a_ray_stage_killed_outright_takes_its_local_ray_along_and_resumes(
     proc.kill()  # the stage process alone, as a SIGKILL from outside would
     assert proc.wait() == -signal.SIGKILL
     wait_for(lambda: not _processes_mentioning(str(short_tmp)), 30)  # Ray went with it
+    left = short_tmp / f"corpus-ray-{proc.pid}"
+    assert (left / "session_latest").is_symlink(), "the killed stage's Ray folder stayed behind"
     run = corpus(env, *argv)
     assert "on a local Ray" in run.stderr
+    assert not left.exists(), "the next local Ray removes the dead stage's folder"
+    assert list(short_tmp.glob("corpus-ray-*")) == []
     corpus(env, "run", "--stage", "tokenize", *common, "--backend", "ray", "--workers", "2")
     assert outputs(root) == outputs(local)

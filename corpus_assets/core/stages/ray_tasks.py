@@ -41,7 +41,8 @@ SHARED_ROOT = (
     "the data root must be one shared POSIX file system mounted at the same path on every "
     "Ray node (NFS, Lustre, EFS)"
 )
-SHORT_TEMP_CHARS = 24  # + /corpus-ray-XXXXXXXX/session_<date>_<time>_<pid>/sockets/plasma_store
+TEMP_PREFIX = "corpus-ray-"  # + the stage's pid
+SHORT_TEMP_CHARS = 24  # + /corpus-ray-<pid>/session_<date>_<time>_<pid>/sockets/plasma_store
 _AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 _TOKEN = secrets.token_hex(32)  # one per process: Ray may read it once, at import
 
@@ -99,7 +100,7 @@ def ray_session(
     if local:
         _keep_home_clean()
     ray = _import_ray()
-    temp = Path(tempfile.mkdtemp(prefix="corpus-ray-", dir=_short_temp())) if local else None
+    temp = _local_temp() if local else None
     # Ray prints what its raylets report (a worker died, a task is retried) on stdout, which
     # holds the stage's JSON result: send those lines to stderr with the stage's progress.
     try:
@@ -145,6 +146,33 @@ class _LazySession(RaySession):
         if self.ray is None:
             self.ray = self.stack.enter_context(ray_session(*self.settings)).ray
         return super().map(fn, args)
+
+
+def _local_temp() -> Path:
+    """A fresh folder for a local Ray, `corpus-ray-<this pid>`. First the folders of stages that
+    died without removing theirs (a SIGKILL: their Ray went with them) are removed."""
+    parent = Path(_short_temp())
+    for folder in parent.glob(f"{TEMP_PREFIX}*"):
+        owner = folder.name.removeprefix(TEMP_PREFIX)
+        if owner.isdigit() and (int(owner) == os.getpid() or not _alive(int(owner))):
+            shutil.rmtree(folder, ignore_errors=True)
+    folder = parent / f"{TEMP_PREFIX}{os.getpid()}"
+    try:
+        folder.mkdir(mode=0o700)
+    except FileExistsError:  # not ours to remove: a name nobody else can predict
+        return Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=parent))
+    return folder
+
+
+def _alive(pid: int) -> bool:
+    """A process `pid` exists (another user's counts: its folder is not ours to remove)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _short_temp() -> str:
