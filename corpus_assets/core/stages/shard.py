@@ -82,7 +82,8 @@ def shard(
 ) -> ShardResult:
     """Build (or find) the shards of `cfg`; every check happens before anything is written.
 
-    On a `ray` backend, phases 1 and 3 run as Ray tasks, Ray started when the first is due.
+    On a `ray` backend, phase 1, the grouping of phase 2's LSH bands and phase 3 run as Ray
+    tasks, Ray started when the first is due.
     """
     with ray_or_local(backend, workers, layout.work(cfg, "shard"), progress) as session:
         return _shard(cfg, layout, workers, progress, session)
@@ -109,7 +110,7 @@ def _shard(
     screens = prepare(cfg, layout, work, progress)
     outputs = run_tasks(cfg, layout, tasks, work / "tasks", workers, progress, screens, session)
     progress.note(f"deduplicating {sum(o.kept for o in outputs):,} filtered documents")
-    dedup = duplicates(cfg, outputs, work / "tasks", progress)
+    dedup = duplicates(cfg, outputs, work / "tasks", progress, session)
     counts = {"exact": int(dedup.exact.sum()), "near": int(dedup.near.sum())}
     progress.note(
         f"duplicates: {counts['exact']:,} exact, {counts['near']:,} near; "

@@ -11,7 +11,9 @@ from typing import Any
 import numpy as np
 
 from corpus_assets.core.config import DedupSpec, LoadedConfig
+from corpus_assets.core.stages.ray_tasks import RaySession
 from corpus_assets.core.stages.shard_lsh import (
+    Index,
     Signatures,
     Texts,
     group_range,
@@ -42,9 +44,17 @@ class Dedup:
 
 
 def duplicates(
-    cfg: LoadedConfig, outputs: list[TaskOutput], task_dir: Path, progress: Progress
+    cfg: LoadedConfig,
+    outputs: list[TaskOutput],
+    task_dir: Path,
+    progress: Progress,
+    session: RaySession | None = None,
 ) -> Dedup:
-    """Exact copies, near copies and partial copies among the filtered documents."""
+    """Exact copies, near copies and partial copies among the filtered documents.
+
+    The LSH bands are grouped one hash range at a time, here or, given a Ray session, as Ray
+    tasks (their results are files in the index folder, read back in the same order).
+    """
     total = sum(o.kept for o in outputs)
     out = Dedup(np.zeros(total, dtype=bool), np.zeros(total, dtype=bool), {})
     dedup = cfg.model.dedup
@@ -56,11 +66,7 @@ def duplicates(
         return out
     survivors = np.flatnonzero(~out.exact)
     index = write_index(task_dir, outputs, ~out.exact, dedup, task_dir / "lsh")
-    groups = []
-    for band in range(dedup.bands):
-        progress.beat(f"near dedup: grouping LSH band {band + 1} of {dedup.bands}")
-        for part in range(index.ranges):
-            groups.append((band, load_groups(group_range(index, band, part))))
+    groups = [(band, load_groups(path)) for band, path in _grouped(index, session, progress)]
     candidates = np.unique(np.concatenate([np.zeros(0, np.int64)] + [g.members for _, g in groups]))
     sigs = Signatures(index)
     texts = Texts(index, task_dir, outputs, ~out.exact, candidates)
@@ -75,6 +81,21 @@ def duplicates(
         sigs.close()
         texts.close()
     return out
+
+
+def _grouped(
+    index: Index, session: RaySession | None, progress: Progress
+) -> Iterator[tuple[int, Path]]:
+    """(band, file of its shared buckets) for every hash range of every band, in order."""
+    bands = index.spec.bands
+    jobs = [(index, band, part) for band in range(bands) for part in range(index.ranges)]
+    if session is not None:
+        progress.note(f"near dedup: grouping {bands} LSH bands as {len(jobs)} Ray tasks")
+        yield from zip((band for _, band, _ in jobs), session.map(group_range, jobs), strict=True)
+        return
+    for job in jobs:
+        progress.beat(f"near dedup: grouping LSH band {job[1] + 1} of {bands}")
+        yield job[1], group_range(*job)
 
 
 def _verifier(

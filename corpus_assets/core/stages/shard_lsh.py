@@ -4,7 +4,7 @@ Phase 2 never holds the corpus's signatures (480 bytes a document by default) or
 together. `write_index` reads the task files one at a time and writes, for the rows that are not
 exact copies, every band's keys (band after band: `bands.u64`) and the signatures (`sigs.u32`)
 to the index folder. `group_range` then groups one hash range of one band, reading only that
-band's keys: it is an independent call (a Ray task could run it), and its result, the buckets
+band's keys: it is an independent call (on Ray, a task), and its result, the buckets
 shared by two rows or more, goes to a file. `keep_first` (core.text.minhash) walks the shared
 buckets of every band in row order, reading a signature or a text only for a candidate pair.
 Memory: one band's keys of one hash range at a time while grouping (about 50 bytes a row), then
@@ -93,7 +93,10 @@ def group_range(index: Index, band: int, part: int) -> Path:
             keys, rows = np.concatenate(chosen_keys), np.concatenate(chosen_rows)
     groups = band_groups(keys, rows)
     path = index.folder / f"groups-{band:04d}-{part:04d}.npz"
-    np.savez(path, members=groups.members, starts=groups.starts)
+    partial = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(partial, "wb") as fh:  # whole or absent: a Ray task may run again after a crash
+        np.savez(fh, members=groups.members, starts=groups.starts)
+    os.replace(partial, path)
     return path
 
 
