@@ -1,6 +1,7 @@
 """The shard stage's on-disk LSH index: grouping each band in many hash ranges publishes the
-same bytes as grouping it whole (the 1 MB benchmark corpus, in process); exact dedup by
-sorted key words finds what numpy.unique found."""
+same bytes as grouping it whole (the 1 MB benchmark corpus, in process); a band split by range
+groups each range exactly as filtering the whole band for it does; exact dedup by sorted key
+words finds what numpy.unique found."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from corpus_assets.core.config import DedupSpec
 from corpus_assets.core.stages import shard_lsh
 from corpus_assets.core.stages.run import run_stage
 from corpus_assets.core.stages.shard_dedup import exact_duplicates
+from corpus_assets.core.text.minhash import band_groups
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -58,3 +61,30 @@ def test_exact_duplicates_as_numpy_unique_finds_them() -> None:
     expected[first] = False
     assert exact_duplicates(keys).tolist() == expected.tolist() and expected.sum() > 500
     assert exact_duplicates(keys[:0]).tolist() == []
+
+
+@pytest.mark.parametrize(
+    ("range_rows", "split_rows"), [(5000, 1 << 19), (700, 1 << 19), (700, 333)]
+)
+def test_a_band_split_by_range_groups_each_range_as_a_filter_of_the_whole_band(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, range_rows: int, split_rows: int
+) -> None:
+    monkeypatch.setattr(shard_lsh, "RANGE_ROWS", range_rows)
+    monkeypatch.setattr(shard_lsh, "SPLIT_ROWS", split_rows)
+    rng = np.random.default_rng(11)
+    n, bands = 5000, 4
+    keys = rng.integers(0, 1500, size=(bands, n), dtype=np.uint64) * np.uint64(2654435761)
+    keys.astype("<u8").tofile(tmp_path / "bands.u64")
+    index = shard_lsh.Index(tmp_path, n, DedupSpec(bands=bands, num_perm=128))
+    for band in range(bands):
+        paths = shard_lsh.group_band(index, band)
+        assert len(paths) == index.ranges == -(-n // range_rows)
+        for part, path in enumerate(paths):
+            mine = np.flatnonzero(keys[band] % np.uint64(index.ranges) == part)
+            expected = band_groups(keys[band][mine], mine.astype(np.int64))
+            got = shard_lsh.load_groups(path)
+            assert got.members.tolist() == expected.members.tolist()
+            assert got.starts.tolist() == expected.starts.tolist() and len(got.starts) > 10
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("groups-")) == [
+        "bands.u64"
+    ]  # no split file left

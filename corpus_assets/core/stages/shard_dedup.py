@@ -16,7 +16,7 @@ from corpus_assets.core.stages.shard_lsh import (
     Index,
     Signatures,
     Texts,
-    group_range,
+    group_band,
     load_groups,
     write_index,
 )
@@ -52,8 +52,8 @@ def duplicates(
 ) -> Dedup:
     """Exact copies, near copies and partial copies among the filtered documents.
 
-    The LSH bands are grouped one hash range at a time, here or, given a Ray session, as Ray
-    tasks (their results are files in the index folder, read back in the same order).
+    The LSH bands are grouped here or, given a Ray session, as Ray tasks, one per band (their
+    results are files in the index folder, read back in the same order).
     """
     total = sum(o.kept for o in outputs)
     out = Dedup(np.zeros(total, dtype=bool), np.zeros(total, dtype=bool), {})
@@ -87,15 +87,15 @@ def _grouped(
     index: Index, session: RaySession | None, progress: Progress
 ) -> Iterator[tuple[int, Path]]:
     """(band, file of its shared buckets) for every hash range of every band, in order."""
-    bands = index.spec.bands
-    jobs = [(index, band, part) for band in range(bands) for part in range(index.ranges)]
+    bands = [(index, band) for band in range(index.spec.bands)]
     if session is not None:
-        progress.note(f"near dedup: grouping {bands} LSH bands as {len(jobs)} Ray tasks")
-        yield from zip((band for _, band, _ in jobs), session.map(group_range, jobs), strict=True)
+        progress.note(f"near dedup: grouping {len(bands)} LSH bands as Ray tasks")
+        for band, paths in enumerate(session.map(group_band, bands)):
+            yield from ((band, path) for path in paths)
         return
-    for job in jobs:
-        progress.beat(f"near dedup: grouping LSH band {job[1] + 1} of {bands}")
-        yield job[1], group_range(*job)
+    for band in range(len(bands)):
+        progress.beat(f"near dedup: grouping LSH band {band + 1} of {len(bands)}")
+        yield from ((band, path) for path in group_band(index, band))
 
 
 def _verifier(

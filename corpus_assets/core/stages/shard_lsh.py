@@ -3,11 +3,12 @@
 Phase 2 never holds the corpus's signatures (480 bytes a document by default) or its band keys
 together. `write_index` reads the task files one at a time and writes, for the rows that are not
 exact copies, every band's keys (band after band: `bands.u64`) and the signatures (`sigs.u32`)
-to the index folder. `group_range` then groups one hash range of one band, reading only that
-band's keys: it is an independent call (on Ray, a task), and its result, the buckets
-shared by two rows or more, goes to a file. `keep_first` (core.text.minhash) walks the shared
-buckets of every band in row order, reading a signature or a text only for a candidate pair.
-Memory: one band's keys of one hash range at a time while grouping (about 50 bytes a row), then
+to the index folder. `group_band` then groups one band, a hash range at a time (a band over
+RANGE_ROWS rows is first split by range into a file of its own, 16 bytes a row): it is an
+independent call (on Ray, a task), and its results, the buckets shared by two rows or more, go
+to a file per range. `keep_first` (core.text.minhash) walks the shared buckets of every band in
+row order, reading a signature or a text only for a candidate pair. Memory: one band's keys of
+one hash range (or SPLIT_ROWS of them) at a time while grouping (about 50 bytes a row), then
 the shared buckets (8 bytes a row per band it shares) and a few bytes per row.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,7 @@ from corpus_assets.core.text.minhash import BandGroups, band_groups, band_keys, 
 
 RANGE_ROWS = 1 << 19
 """At most about this many rows of one band are grouped at a time (more: hash ranges)."""
-READ_ROWS = 1 << 18
+SPLIT_ROWS = 1 << 19
 """Band keys are read this many at a time when a band is split into hash ranges."""
 SHINGLE_CACHE = 256
 
@@ -75,23 +77,81 @@ def write_index(
     return index
 
 
-def group_range(index: Index, band: int, part: int) -> Path:
-    """Group hash range `part` of one band's keys; write its shared buckets; return the file."""
+def group_band(index: Index, band: int) -> list[Path]:
+    """Group one band's keys, a hash range at a time; the files of its shared buckets, in order.
+
+    Over RANGE_ROWS rows the band is first split by hash range into one file (a counting sort:
+    two reads of the band, one write), so each range then reads only its own records: the
+    reads grow with the rows, not with rows x ranges.
+    """
     n, parts = index.rows, index.ranges
-    with open(index.folder / "bands.u64", "rb") as fh:
-        fh.seek(band * n * 8)
-        if parts == 1:
+    if parts == 1:
+        with open(index.folder / "bands.u64", "rb") as fh:
+            fh.seek(band * n * 8)
             keys = np.fromfile(fh, dtype="<u8", count=n)
-            rows = np.arange(n, dtype=np.int64)
-        else:
-            chosen_keys, chosen_rows = [], []
-            for lo in range(0, n, READ_ROWS):
-                chunk = np.fromfile(fh, dtype="<u8", count=min(READ_ROWS, n - lo))
-                mine = np.flatnonzero(chunk % np.uint64(parts) == part)
-                chosen_keys.append(chunk[mine])
-                chosen_rows.append(mine + lo)
-            keys, rows = np.concatenate(chosen_keys), np.concatenate(chosen_rows)
-    groups = band_groups(keys, rows)
+        return [_write_groups(index, band, 0, band_groups(keys, np.arange(n, dtype=np.int64)))]
+    split, ends = _split_band(index, band)
+    paths = []
+    try:
+        with open(split, "rb") as fh:
+            for part in range(parts):
+                lo, hi = int(ends[part]), int(ends[part + 1])
+                fh.seek(lo * _RECORD.itemsize)
+                records = np.fromfile(fh, dtype=_RECORD, count=hi - lo)
+                groups = band_groups(records["key"], records["row"].astype(np.int64))
+                del records
+                paths.append(_write_groups(index, band, part, groups))
+    finally:
+        split.unlink(missing_ok=True)
+    return paths
+
+
+_RECORD = np.dtype([("key", "<u8"), ("row", "<u8")])
+
+
+def _split_band(index: Index, band: int) -> tuple[Path, np.ndarray[Any, Any]]:
+    """The band's (key, row) records grouped by hash range `key % ranges`, rows ascending in
+    each range, in a file of their own; and where each range ends (ranges + 1 offsets)."""
+    n, parts = index.rows, index.ranges
+    source = index.folder / "bands.u64"
+    counts = np.zeros(parts, dtype=np.int64)
+    for _, chunk in _band_chunks(source, band, n):
+        counts += np.bincount(_part_of(chunk, parts), minlength=parts)
+    ends = np.zeros(parts + 1, dtype=np.int64)
+    np.cumsum(counts, out=ends[1:])
+    at = ends[:-1].copy()  # where each range's next record goes
+    split = index.folder / f".band-{band:04d}.split-{os.getpid()}"
+    with open(split, "wb") as out:
+        out.truncate(n * _RECORD.itemsize)
+        for lo, chunk in _band_chunks(source, band, n):
+            part = _part_of(chunk, parts)
+            order = np.argsort(part, kind="stable")  # rows stay ascending within a range
+            records = np.empty(len(chunk), dtype=_RECORD)
+            records["key"] = chunk[order]
+            records["row"] = order + lo
+            sizes = np.bincount(part, minlength=parts)
+            bounds = np.concatenate(([0], np.cumsum(sizes)))
+            for p in np.flatnonzero(sizes).tolist():
+                piece = records[bounds[p] : bounds[p + 1]]
+                os.pwrite(out.fileno(), piece.tobytes(), int(at[p]) * _RECORD.itemsize)
+                at[p] += len(piece)
+    return split, ends
+
+
+def _band_chunks(source: Path, band: int, n: int) -> Iterator[tuple[int, np.ndarray[Any, Any]]]:
+    """(first row, keys) of one band, SPLIT_ROWS at a time."""
+    with open(source, "rb") as fh:
+        fh.seek(band * n * 8)
+        for lo in range(0, n, SPLIT_ROWS):
+            yield lo, np.fromfile(fh, dtype="<u8", count=min(SPLIT_ROWS, n - lo))
+
+
+def _part_of(keys: np.ndarray[Any, Any], parts: int) -> np.ndarray[Any, Any]:
+    """Each key's hash range; as uint16 when that fits, which numpy's stable sort radix-sorts."""
+    return (keys % np.uint64(parts)).astype(np.uint16 if parts <= 1 << 16 else np.intp)
+
+
+def _write_groups(index: Index, band: int, part: int, groups: BandGroups) -> Path:
     path = index.folder / f"groups-{band:04d}-{part:04d}.npz"
     partial = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     with open(partial, "wb") as fh:  # whole or absent: a Ray task may run again after a crash
