@@ -1,5 +1,6 @@
-"""bench/bench_lsh_ranges.py on a small band: both ways of grouping by hash range give the same
-groups (the script checks them) and the summary has one row per size (structure, not timings)."""
+"""bench/bench_lsh_ranges.py and bench/bench_keep_first.py on small inputs: the new and the old
+code give the same groups / partners (the scripts check them) and the summaries have their
+fields (structure, not timings)."""
 
 from __future__ import annotations
 
@@ -21,3 +22,15 @@ def test_small_run_summary(tmp_path: Path) -> None:
     assert [(s["rows"], s["ranges"]) for s in report["sizes"]] == [(3000, 1), (20000, 7)]
     assert all(set(s["seconds"]) == {"split", "filter"} for s in report["sizes"])
     assert not (tmp_path / "lsh").exists()
+
+
+def test_keep_first_bench_small_run(tmp_path: Path) -> None:
+    bench = REPO / "bench" / "bench_keep_first.py"
+    cmd = [sys.executable, str(bench), "--rows", "20000", "--window-rows", "3000"]
+    proc = subprocess.run(
+        [*cmd, "--out", str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=REPO
+    )
+    assert proc.returncode == 0, proc.stderr  # the script checks both give the same partners
+    report = json.loads(proc.stdout)
+    assert report["now"]["dropped"] == report["before"]["dropped"] > 1000
+    assert {"peak_mb", "bytes_per_row", "seconds"} <= set(report["now"])

@@ -1,6 +1,7 @@
 """Band-by-band near dedup (`band_groups` + `keep_first`) picks exactly the partners of the
 in-memory algorithm it replaced (kept below verbatim as the reference), also when each band is
-split into hash ranges grouped separately, with or without a `confirm` that rejects some pairs."""
+split into hash ranges grouped separately, when the rows are walked in windows, with or
+without a `confirm` that rejects some pairs."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from numpy.typing import NDArray
 
 from corpus_assets.core.config import DedupSpec
+from corpus_assets.core.text import minhash
 from corpus_assets.core.text.minhash import (
     _band_keys,
     _verifier,
@@ -126,6 +128,36 @@ def test_hash_ranges_grouped_apart_give_the_same_partners(parts: int) -> None:
     verify = _verifier(sigs, spec, reject_some(3))
     expected = old_duplicate_of(sigs, spec, reject_some(3))
     assert keep_first(groups, len(sigs), verify).tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("window_rows", [1, 37, 256])
+def test_rows_walked_in_windows_give_the_same_partners(
+    window_rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(minhash, "_WINDOW_ROWS", window_rows)
+    monkeypatch.setattr(minhash, "_WINDOWS", 10**6)
+    spec = DedupSpec(bands=30, threshold=0.7)
+    sigs = clustered(7, 800, spec.num_perm)
+    keys = band_keys(sigs, spec)
+    rows = np.arange(len(sigs), dtype=np.int64)
+    groups = []
+    for part in range(3):
+        for band in range(spec.bands):
+            mine = keys[band] % np.uint64(3) == part
+            groups.append((band, band_groups(keys[band][mine], rows[mine])))
+    windows = []
+    real_entries = minhash._window_entries
+
+    def entries(*args: object) -> list[NDArray[np.int64]]:
+        windows.append(args[2:4])
+        return real_entries(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(minhash, "_window_entries", entries)
+    for confirm in (None, reject_some(5)):
+        verify = _verifier(sigs, spec, confirm)
+        expected = old_duplicate_of(sigs, spec, confirm)
+        assert keep_first(groups, len(sigs), verify).tolist() == expected.tolist()
+    assert len(windows) == 2 * -(-800 // window_rows)  # really walked in windows
 
 
 def test_no_rows_and_no_shared_buckets() -> None:

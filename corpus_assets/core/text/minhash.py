@@ -64,6 +64,7 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import xxhash
@@ -77,6 +78,8 @@ U64 = NDArray[np.uint64]
 
 _CHUNK = 8192  # shingles per (num_perm x chunk) block: stays within a core's L2 cache
 _ENTRIES = 1 << 13  # (row, bucket) entries of keep_first turned into Python ints at a time
+_WINDOW_ROWS = 1 << 22  # keep_first walks at least this many rows at a time...
+_WINDOWS = 32  # ...and at most this many windows (each scans every shared bucket's members)
 _SIGMAS = 6.0  # confirm is skipped for estimates this many standard errors below threshold
 
 # Word bytes: ASCII letters and digits, and every byte of a non-ASCII character (see below).
@@ -191,41 +194,64 @@ def keep_first(
     `groups` holds (band, groups of that band or of one hash range of it). Rows are taken in
     ascending order; row j is compared with the kept rows before it in each of its buckets,
     band after band and ascending within a bucket, each row once: the first that verifies is its
-    partner and j is dropped, else j is kept. Memory: the groups, 9 bytes per row, and four
-    int32 per (row, bucket) with an earlier row in the bucket.
+    partner and j is dropped, else j is kept. The rows are walked a window at a time (at most
+    _WINDOWS windows, each scanning the groups for its rows). Memory: the groups, 9 bytes per
+    row, and about 30 bytes per (row, bucket) with an earlier row in the bucket, of one window.
     """
     partner = np.full(n, -1, dtype=np.int64)
+    kept = bytearray(b"\x01") * n
+    members = [g.members for _, g in groups]
+    bands = np.array([band for band, _ in groups], dtype=np.int64)
     small = np.int32 if max(n, len(groups)) < 2**31 else np.int64  # rows and offsets fit
+    window = max(_WINDOW_ROWS, -(-n // _WINDOWS))
+    for lo in range(0, n if groups else 0, window):
+        entries = _window_entries(groups, bands, lo, min(lo + window, n), small)
+        _walk(entries, members, kept, partner, verify)
+    return partner
+
+
+def _window_entries(
+    groups: Sequence[tuple[int, BandGroups]],
+    bands: NDArray[np.int64],
+    lo: int,
+    hi: int,
+    small: type[np.integer[Any]],
+) -> list[NDArray[Any]]:
+    """(row, source, first, count) of every member of a bucket with rows lo..hi-1 that has an
+    earlier member, ordered by row then band: row's bucket in `groups[source]` has its `count`
+    earlier members at `members[first:first + count]`."""
     rows, sources, firsts, counts = [], [], [], []
     for source, (_, g) in enumerate(groups):
-        first = np.repeat(g.starts[:-1], np.diff(g.starts))
-        position = np.arange(len(g.members), dtype=np.int64) - first
+        at = np.flatnonzero((g.members >= lo) & (g.members < hi))
+        first = g.starts[np.searchsorted(g.starts, at, side="right") - 1]
+        position = at - first
         later = position > 0  # the first row of a bucket has nothing before it to compare
-        rows.append(g.members[later].astype(small))
+        rows.append(g.members[at[later]].astype(small))
         sources.append(np.full(int(later.sum()), source, dtype=small))
         firsts.append(first[later].astype(small))
         counts.append(position[later].astype(small))
-    if not rows:
-        return partner
     row_all, source_all = np.concatenate(rows), np.concatenate(sources)
-    bands = np.array([band for band, _ in groups], dtype=small)[source_all]
-    order = np.lexsort((bands, row_all))  # by row, then band
-    del bands
-    members = [g.members for _, g in groups]
-    kept = bytearray(b"\x01") * n
+    order = np.lexsort((bands[source_all], row_all))  # by row, then band
+    return [
+        row_all[order],
+        source_all[order],
+        np.concatenate(firsts)[order],
+        np.concatenate(counts)[order],
+    ]
+
+
+def _walk(
+    entries: list[NDArray[Any]],
+    members: list[NDArray[np.int64]],
+    kept: bytearray,
+    partner: NDArray[np.int64],
+    verify: Callable[[int, int], bool],
+) -> None:
+    """Decide the rows of one window's entries, in order (see keep_first)."""
     current, found, tried = -1, -1, set[int]()
-    row_all, source_all = row_all[order], source_all[order]
-    first_all, count_all = np.concatenate(firsts)[order], np.concatenate(counts)[order]
-    for lo in range(0, len(order), _ENTRIES):  # a slice at a time as Python ints
+    for lo in range(0, len(entries[0]), _ENTRIES):  # a slice at a time as Python ints
         part = slice(lo, lo + _ENTRIES)
-        entries = zip(
-            row_all[part].tolist(),
-            source_all[part].tolist(),
-            first_all[part].tolist(),
-            count_all[part].tolist(),
-            strict=True,
-        )
-        for j, source, first, count in entries:
+        for j, source, first, count in zip(*(e[part].tolist() for e in entries), strict=True):
             if j != current:
                 current, found, tried = j, -1, set()
             elif found >= 0:
@@ -236,7 +262,6 @@ def keep_first(
                     if verify(i, j):
                         found, partner[j], kept[j] = i, i, 0
                         break
-    return partner
 
 
 # Phase 1: shingles and signatures.
