@@ -363,7 +363,9 @@ def _add_tasks_command(sub: Any) -> None:
 def _add_dagster_commands(sub: Any) -> None:
     """`build`, `register` and `ui`: the commands that run on the embedded Dagster instance."""
     b = sub.add_parser(
-        "build", help="register a config and build raw, shards and tokens on Dagster"
+        "build",
+        help="register a config and build raw, shards, tokens and the report on Dagster "
+        "(a task config: its task dataset)",
     )
     b.add_argument("file", help="config file (.toml or .json)")
     _add_root(b)
