@@ -16,12 +16,16 @@ BENCH = REPO / "bench" / "bench_lsh_ranges.py"
 def test_small_run_summary(tmp_path: Path) -> None:
     cmd = [sys.executable, str(BENCH), "--rows", "3000,20000", "--range-rows", "3000"]
     cmd += ["--repeats", "1", "--out", str(tmp_path / "lsh")]
+    cmd += ["--exact-rows", "5000", "--exact-range-rows", "900"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert [(s["rows"], s["ranges"]) for s in report["sizes"]] == [(3000, 1), (20000, 7)]
     assert all(set(s["seconds"]) == {"split", "filter"} for s in report["sizes"])
     assert not (tmp_path / "lsh").exists()
+    exact = report["exact"]  # the script checks both ways find the same copies
+    assert exact["ranges"] == 6 and exact["copies"] > 500
+    assert set(exact["by_range"]) == {"seconds", "peak_bytes_per_row"}
 
 
 def test_keep_first_bench_small_run(tmp_path: Path) -> None:

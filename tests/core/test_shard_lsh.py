@@ -1,7 +1,8 @@
-"""The shard stage's on-disk LSH index: grouping each band in many hash ranges publishes the
-same bytes as grouping it whole (the 1 MB benchmark corpus, in process); a band split by range
-groups each range exactly as filtering the whole band for it does; exact dedup by sorted key
-words finds what numpy.unique found."""
+"""The shard stage's on-disk LSH index: grouping each band in many hash ranges, and finding
+exact copies a range of keys at a time, publishes the same bytes as doing each whole (the 1 MB
+benchmark corpus, in process); a band split by range groups each range exactly as filtering
+the whole band for it does; exact dedup by sorted key words finds what numpy.unique found,
+also a hash range of the keys at a time."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ import numpy as np
 import pytest
 
 from corpus_assets.core.config import DedupSpec
-from corpus_assets.core.stages import shard_lsh
+from corpus_assets.core.stages import shard_dedup, shard_lsh
 from corpus_assets.core.stages.run import run_stage
-from corpus_assets.core.stages.shard_dedup import exact_duplicates
+from corpus_assets.core.stages.shard_dedup import exact_copies, exact_duplicates
+from corpus_assets.core.stages.shard_tasks import TaskOutput, task_path
 from corpus_assets.core.text.minhash import band_groups
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,6 +43,7 @@ def test_hash_ranges_publish_the_same_shards(
     results = []
     for range_rows in (shard_lsh.RANGE_ROWS, 50):
         monkeypatch.setattr(shard_lsh, "RANGE_ROWS", range_rows)
+        monkeypatch.setattr(shard_dedup, "EXACT_RANGE_ROWS", max(range_rows, 70))
         root = tmp_path / f"root-{range_rows}"
         run_stage("fetch", cfg, root)
         summary = run_stage("shard", cfg, root, workers=1)
@@ -88,3 +91,26 @@ def test_a_band_split_by_range_groups_each_range_as_a_filter_of_the_whole_band(
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("groups-")) == [
         "bands.u64"
     ]  # no split file left
+
+
+@pytest.mark.parametrize(
+    ("range_rows", "split_rows"), [(10**6, 1 << 19), (900, 1 << 19), (900, 1500)]
+)
+def test_exact_copies_by_hash_range_are_the_copies_of_the_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, range_rows: int, split_rows: int
+) -> None:
+    monkeypatch.setattr(shard_dedup, "EXACT_RANGE_ROWS", range_rows)
+    monkeypatch.setattr(shard_dedup, "SPLIT_ROWS", split_rows)
+    rng = np.random.default_rng(3)
+    keys = rng.integers(0, 2**64 - 1, size=(6000, 2), dtype=np.uint64)
+    keys[1::5] = keys[rng.integers(0, 6000, size=len(keys[1::5]))]  # copies, earlier or later
+    keys[2::9, 0] = keys[0:-2:9, 0][: len(keys[2::9])]  # same high word, another low word
+    outputs, start = [], 0
+    for index, size in enumerate([1000, 0, 1700, 1300, 2000]):  # tasks of uneven sizes
+        np.save(task_path(tmp_path, index, ".keys.npy"), keys[start : start + size])
+        outputs.append(TaskOutput(index, size, 0, size, {}))
+        start += size
+    expected = exact_duplicates(keys)
+    assert exact_copies(tmp_path, outputs, len(keys)).tolist() == expected.tolist()
+    assert expected.sum() > 500
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".keys.npy")) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -13,6 +14,7 @@ import numpy as np
 from corpus_assets.core.config import DedupSpec, LoadedConfig
 from corpus_assets.core.stages.ray_tasks import RaySession
 from corpus_assets.core.stages.shard_lsh import (
+    SPLIT_ROWS,
     Index,
     Signatures,
     Texts,
@@ -21,6 +23,7 @@ from corpus_assets.core.stages.shard_lsh import (
     write_index,
 )
 from corpus_assets.core.stages.shard_tasks import TaskOutput, task_path
+from corpus_assets.core.stages.split_ranges import read_range, split_by_range
 from corpus_assets.core.store.progress import Progress
 from corpus_assets.core.text.filters import make_filter
 from corpus_assets.core.text.minhash import confirm_floor, jaccard_of, keep_first
@@ -61,7 +64,7 @@ def duplicates(
     if total == 0:
         return out
     if dedup.exact:
-        out.exact[:] = exact_duplicates(_concat(task_dir, outputs, ".keys.npy"))
+        out.exact[:] = exact_copies(task_dir, outputs, total)
     if not dedup.near:
         return out
     survivors = np.flatnonzero(~out.exact)
@@ -169,6 +172,53 @@ def _task_keys(task_dir: Path, outputs: list[TaskOutput]) -> Iterator[np.ndarray
     """The exact keys of the filtered documents, task after task (uint64 pairs)."""
     for o in outputs:
         yield np.load(task_path(task_dir, o.index, ".keys.npy"))
+
+
+EXACT_RANGE_ROWS = 1 << 20
+"""Over this many rows, exact copies are found a hash range of the keys at a time."""
+_KEY_RECORD = np.dtype([("hi", "<u8"), ("lo", "<u8"), ("row", "<u8")])
+
+
+def exact_copies(task_dir: Path, outputs: list[TaskOutput], total: int) -> Mask:
+    """Rows that copy an earlier row's exact key. Over EXACT_RANGE_ROWS rows the keys are split
+    by hash range into a file first (equal keys share a range; rows stay ascending in it), so
+    only one range's keys are held and sorted at a time."""
+    parts = -(-total // EXACT_RANGE_ROWS)
+    if parts <= 1:
+        return exact_duplicates(_concat(task_dir, outputs, ".keys.npy"))
+    dup = np.zeros(total, dtype=bool)
+    split = task_dir / f".exact-keys.split-{os.getpid()}"
+    try:
+        chunks = partial(_key_records, task_dir, outputs)
+        ends = split_by_range(split, _KEY_RECORD, chunks, "hi", parts)
+        for part in range(parts):
+            records = read_range(split, _KEY_RECORD, ends, part)
+            keys = np.stack([records["hi"], records["lo"]], axis=1)
+            dup[records["row"][exact_duplicates(keys)]] = True
+            del records, keys
+    finally:
+        split.unlink(missing_ok=True)
+    return dup
+
+
+def _key_records(task_dir: Path, outputs: list[TaskOutput]) -> Iterator[np.ndarray[Any, Any]]:
+    """(hi, lo, row) of every filtered row's exact key, tasks joined into chunks of at least
+    SPLIT_ROWS rows (a task holds about a thousand: too few to split on their own)."""
+    pending: list[np.ndarray[Any, Any]] = []
+    start = held = 0
+    for o in outputs:
+        keys = np.load(task_path(task_dir, o.index, ".keys.npy"))
+        records = np.empty(len(keys), dtype=_KEY_RECORD)
+        records["hi"], records["lo"] = keys[:, 0], keys[:, 1]
+        records["row"] = np.arange(start, start + len(keys), dtype=np.uint64)
+        start += len(keys)
+        pending.append(records)
+        held += len(keys)
+        if held >= SPLIT_ROWS:
+            yield np.concatenate(pending)
+            pending, held = [], 0
+    if pending:
+        yield np.concatenate(pending)
 
 
 def exact_duplicates(keys: np.ndarray[Any, Any]) -> Mask:

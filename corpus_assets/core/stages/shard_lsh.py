@@ -18,6 +18,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ import pyarrow.parquet as pq
 
 from corpus_assets.core.config import DedupSpec
 from corpus_assets.core.stages.shard_tasks import TaskOutput, task_path
+from corpus_assets.core.stages.split_ranges import read_range, split_by_range
 from corpus_assets.core.text.minhash import BandGroups, band_groups, band_keys, shingles
 
 RANGE_ROWS = 1 << 19
@@ -90,17 +92,15 @@ def group_band(index: Index, band: int) -> list[Path]:
             fh.seek(band * n * 8)
             keys = np.fromfile(fh, dtype="<u8", count=n)
         return [_write_groups(index, band, 0, band_groups(keys, np.arange(n, dtype=np.int64)))]
-    split, ends = _split_band(index, band)
+    split = index.folder / f".band-{band:04d}.split-{os.getpid()}"
     paths = []
     try:
-        with open(split, "rb") as fh:
-            for part in range(parts):
-                lo, hi = int(ends[part]), int(ends[part + 1])
-                fh.seek(lo * _RECORD.itemsize)
-                records = np.fromfile(fh, dtype=_RECORD, count=hi - lo)
-                groups = band_groups(records["key"], records["row"].astype(np.int64))
-                del records
-                paths.append(_write_groups(index, band, part, groups))
+        ends = split_by_range(split, _RECORD, partial(_band_records, index, band), "key", parts)
+        for part in range(parts):
+            records = read_range(split, _RECORD, ends, part)
+            groups = band_groups(records["key"], records["row"].astype(np.int64))
+            del records
+            paths.append(_write_groups(index, band, part, groups))
     finally:
         split.unlink(missing_ok=True)
     return paths
@@ -109,54 +109,25 @@ def group_band(index: Index, band: int) -> list[Path]:
 _RECORD = np.dtype([("key", "<u8"), ("row", "<u8")])
 
 
-def _split_band(index: Index, band: int) -> tuple[Path, np.ndarray[Any, Any]]:
-    """The band's (key, row) records grouped by hash range `key % ranges`, rows ascending in
-    each range, in a file of their own; and where each range ends (ranges + 1 offsets)."""
-    n, parts = index.rows, index.ranges
-    source = index.folder / "bands.u64"
-    counts = np.zeros(parts, dtype=np.int64)
-    for _, chunk in _band_chunks(source, band, n):
-        counts += np.bincount(_part_of(chunk, parts), minlength=parts)
-    ends = np.zeros(parts + 1, dtype=np.int64)
-    np.cumsum(counts, out=ends[1:])
-    at = ends[:-1].copy()  # where each range's next record goes
-    split = index.folder / f".band-{band:04d}.split-{os.getpid()}"
-    with open(split, "wb") as out:
-        out.truncate(n * _RECORD.itemsize)
-        for lo, chunk in _band_chunks(source, band, n):
-            part = _part_of(chunk, parts)
-            order = np.argsort(part, kind="stable")  # rows stay ascending within a range
-            records = np.empty(len(chunk), dtype=_RECORD)
-            records["key"] = chunk[order]
-            records["row"] = order + lo
-            sizes = np.bincount(part, minlength=parts)
-            bounds = np.concatenate(([0], np.cumsum(sizes)))
-            for p in np.flatnonzero(sizes).tolist():
-                piece = records[bounds[p] : bounds[p + 1]]
-                os.pwrite(out.fileno(), piece.tobytes(), int(at[p]) * _RECORD.itemsize)
-                at[p] += len(piece)
-    return split, ends
-
-
-def _band_chunks(source: Path, band: int, n: int) -> Iterator[tuple[int, np.ndarray[Any, Any]]]:
-    """(first row, keys) of one band, SPLIT_ROWS at a time."""
-    with open(source, "rb") as fh:
+def _band_records(index: Index, band: int) -> Iterator[np.ndarray[Any, Any]]:
+    """One band's (key, row) records, SPLIT_ROWS at a time."""
+    n = index.rows
+    with open(index.folder / "bands.u64", "rb") as fh:
         fh.seek(band * n * 8)
         for lo in range(0, n, SPLIT_ROWS):
-            yield lo, np.fromfile(fh, dtype="<u8", count=min(SPLIT_ROWS, n - lo))
-
-
-def _part_of(keys: np.ndarray[Any, Any], parts: int) -> np.ndarray[Any, Any]:
-    """Each key's hash range; as uint16 when that fits, which numpy's stable sort radix-sorts."""
-    return (keys % np.uint64(parts)).astype(np.uint16 if parts <= 1 << 16 else np.intp)
+            keys = np.fromfile(fh, dtype="<u8", count=min(SPLIT_ROWS, n - lo))
+            records = np.empty(len(keys), dtype=_RECORD)
+            records["key"] = keys
+            records["row"] = np.arange(lo, lo + len(keys), dtype=np.uint64)
+            yield records
 
 
 def _write_groups(index: Index, band: int, part: int, groups: BandGroups) -> Path:
     path = index.folder / f"groups-{band:04d}-{part:04d}.npz"
-    partial = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(partial, "wb") as fh:  # whole or absent: a Ray task may run again after a crash
+    staged = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(staged, "wb") as fh:  # whole or absent: a Ray task may run again after a crash
         np.savez(fh, members=groups.members, starts=groups.starts)
-    os.replace(partial, path)
+    os.replace(staged, path)
     return path
 
 
