@@ -1,8 +1,8 @@
-"""The shard stage's on-disk LSH index: grouping each band in many hash ranges, and finding
-exact copies a range of keys at a time, publishes the same bytes as doing each whole (the 1 MB
-benchmark corpus, in process); a band split by range groups each range exactly as filtering
-the whole band for it does; exact dedup by sorted key words finds what numpy.unique found,
-also a hash range of the keys at a time."""
+"""The shard stage's on-disk LSH index: grouping each band in many hash ranges, finding exact
+copies a range of keys at a time and walking the rows in windows publish the same bytes as
+doing each whole (the 1 MB benchmark corpus, in process); a band split by range groups each
+range exactly as filtering the whole band for it does; exact dedup by sorted key words finds
+what numpy.unique found, also a hash range of the keys at a time."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from corpus_assets.core.stages import shard_dedup, shard_lsh
 from corpus_assets.core.stages.run import run_stage
 from corpus_assets.core.stages.shard_dedup import exact_copies, exact_duplicates
 from corpus_assets.core.stages.shard_tasks import TaskOutput, task_path
+from corpus_assets.core.text import minhash
 from corpus_assets.core.text.minhash import band_groups
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,6 +45,8 @@ def test_hash_ranges_publish_the_same_shards(
     for range_rows in (shard_lsh.RANGE_ROWS, 50):
         monkeypatch.setattr(shard_lsh, "RANGE_ROWS", range_rows)
         monkeypatch.setattr(shard_dedup, "EXACT_RANGE_ROWS", max(range_rows, 70))
+        monkeypatch.setattr(minhash, "_WINDOW_ROWS", range_rows * 2)  # keep_first's windows
+        monkeypatch.setattr(minhash, "_WINDOWS", 10**6)
         root = tmp_path / f"root-{range_rows}"
         run_stage("fetch", cfg, root)
         summary = run_stage("shard", cfg, root, workers=1)
