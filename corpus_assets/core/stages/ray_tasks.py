@@ -153,14 +153,14 @@ def _local_temp() -> Path:
     died without removing theirs (a SIGKILL: their Ray went with them) are removed."""
     parent = Path(_short_temp())
     for folder in parent.glob(f"{TEMP_PREFIX}*"):
-        owner = folder.name.removeprefix(TEMP_PREFIX)
+        owner = folder.name.removeprefix(TEMP_PREFIX).partition("-")[0]
         if owner.isdigit() and (int(owner) == os.getpid() or not _alive(int(owner))):
             shutil.rmtree(folder, ignore_errors=True)
     folder = parent / f"{TEMP_PREFIX}{os.getpid()}"
     try:
         folder.mkdir(mode=0o700)
     except FileExistsError:  # not ours to remove: a name nobody else can predict
-        return Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=parent))
+        return Path(tempfile.mkdtemp(prefix=f"{folder.name}-", dir=parent))
     return folder
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -14,7 +14,6 @@ import numpy as np
 from corpus_assets.core.config import DedupSpec, LoadedConfig
 from corpus_assets.core.stages.ray_tasks import RaySession
 from corpus_assets.core.stages.shard_lsh import (
-    SPLIT_ROWS,
     Index,
     Signatures,
     Texts,
@@ -23,7 +22,7 @@ from corpus_assets.core.stages.shard_lsh import (
     write_index,
 )
 from corpus_assets.core.stages.shard_tasks import TaskOutput, task_path
-from corpus_assets.core.stages.split_ranges import read_range, split_by_range
+from corpus_assets.core.stages.split_ranges import SPLIT_ROWS, read_range, split_by_range
 from corpus_assets.core.store.progress import Progress
 from corpus_assets.core.text.filters import make_filter
 from corpus_assets.core.text.minhash import confirm_floor, jaccard_of, keep_first
@@ -90,15 +89,19 @@ def _grouped(
     index: Index, session: RaySession | None, progress: Progress
 ) -> Iterator[tuple[int, Path]]:
     """(band, file of its shared buckets) for every hash range of every band, in order."""
-    bands = [(index, band) for band in range(index.spec.bands)]
+    bands = range(index.spec.bands)
     if session is not None:
         progress.note(f"near dedup: grouping {len(bands)} LSH bands as Ray tasks")
-        for band, paths in enumerate(session.map(group_band, bands)):
-            yield from ((band, path) for path in paths)
-        return
-    for band in range(len(bands)):
-        progress.beat(f"near dedup: grouping LSH band {band + 1} of {len(bands)}")
-        yield from ((band, path) for path in group_band(index, band))
+        files: Iterable[list[Path]] = session.map(group_band, [(index, b) for b in bands])
+    else:
+        files = (_group_here(index, band, progress) for band in bands)
+    for band, paths in enumerate(files):
+        yield from ((band, path) for path in paths)
+
+
+def _group_here(index: Index, band: int, progress: Progress) -> list[Path]:
+    progress.beat(f"near dedup: grouping LSH band {band + 1} of {index.spec.bands}")
+    return group_band(index, band)
 
 
 def _verifier(

@@ -28,13 +28,12 @@ import pyarrow.parquet as pq
 
 from corpus_assets.core.config import DedupSpec
 from corpus_assets.core.stages.shard_tasks import TaskOutput, task_path
-from corpus_assets.core.stages.split_ranges import read_range, split_by_range
+from corpus_assets.core.stages.split_ranges import SPLIT_ROWS, read_range, split_by_range
+from corpus_assets.core.store.atomic import atomic_writer
 from corpus_assets.core.text.minhash import BandGroups, band_groups, band_keys, shingles
 
 RANGE_ROWS = 1 << 19
 """At most about this many rows of one band are grouped at a time (more: hash ranges)."""
-SPLIT_ROWS = 1 << 19
-"""Band keys are read this many at a time when a band is split into hash ranges."""
 SHINGLE_CACHE = 256
 
 
@@ -124,10 +123,8 @@ def _band_records(index: Index, band: int) -> Iterator[np.ndarray[Any, Any]]:
 
 def _write_groups(index: Index, band: int, part: int, groups: BandGroups) -> Path:
     path = index.folder / f"groups-{band:04d}-{part:04d}.npz"
-    staged = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(staged, "wb") as fh:  # whole or absent: a Ray task may run again after a crash
+    with atomic_writer(path, sync_dir=False) as fh:  # whole or absent: a Ray task may run again
         np.savez(fh, members=groups.members, starts=groups.starts)
-    os.replace(staged, path)
     return path
 
 

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 
 Records = np.ndarray[Any, Any]
+SPLIT_ROWS = 1 << 19
+"""Inputs are best handed to `split_by_range` in chunks of about this many records."""
 
 
 def split_by_range(

@@ -199,12 +199,14 @@ def keep_first(
     row, and about 30 bytes per (row, bucket) with an earlier row in the bucket, of one window.
     """
     partner = np.full(n, -1, dtype=np.int64)
+    if not groups:
+        return partner
     kept = bytearray(b"\x01") * n
     members = [g.members for _, g in groups]
     bands = np.array([band for band, _ in groups], dtype=np.int64)
     small = np.int32 if max(n, len(groups)) < 2**31 else np.int64  # rows and offsets fit
     window = max(_WINDOW_ROWS, -(-n // _WINDOWS))
-    for lo in range(0, n if groups else 0, window):
+    for lo in range(0, n, window):
         entries = _window_entries(groups, bands, lo, min(lo + window, n), small)
         _walk(entries, members, kept, partner, verify)
     return partner
