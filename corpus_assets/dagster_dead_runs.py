@@ -111,22 +111,28 @@ def mark_dead_runs(
 
 
 def cleanup_blocker(instance: dg.DagsterInstance, failed_run_id: str | None) -> str | None:
-    """Why cleaning up after `failed_run_id` would remove a newer build of its partition."""
+    """Why cleaning up after `failed_run_id` would remove another build of its partition: a run
+    of the partition is still going (whenever it started), or one succeeded after it began."""
     record = instance.get_run_record_by_id(failed_run_id) if failed_run_id else None
     partition = record.dagster_run.tags.get(PARTITION_TAG) if record else None
     if record is None or partition is None:
         return None
-    newer = instance.get_run_records(
-        dg.RunsFilter(tags={PARTITION_TAG: partition}, created_after=record.create_timestamp)
+    tags = {PARTITION_TAG: partition}
+    going = instance.get_runs(dg.RunsFilter(tags=tags, statuses=UNFINISHED))
+    for run in going:
+        if run.run_id != failed_run_id:
+            return f"run {run.run_id} of partition {partition} is {run.status.value}"
+    began = record.start_time or record.create_timestamp.timestamp()
+    succeeded = instance.get_run_records(
+        dg.RunsFilter(tags=tags, statuses=[dg.DagsterRunStatus.SUCCESS])
     )
-    for later in newer:
-        run = later.dagster_run
-        if run.run_id == failed_run_id:
-            continue
-        if run.status == dg.DagsterRunStatus.SUCCESS:
-            return f"run {run.run_id} rebuilt partition {partition} after run {failed_run_id}"
-        if run.status in UNFINISHED:
-            return f"a newer run {run.run_id} of partition {partition} is {run.status.value}"
+    for later in succeeded:
+        ended = later.end_time or max(later.create_timestamp, later.update_timestamp).timestamp()
+        if ended > began:
+            return (
+                f"run {later.dagster_run.run_id} rebuilt partition {partition} "
+                f"after run {failed_run_id} began"
+            )
     return None
 
 

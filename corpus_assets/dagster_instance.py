@@ -38,6 +38,16 @@ run_retries:
   enabled: true
   max_retries: 0
   retry_on_asset_or_op_failure: true
+# One run per partition at a time: a second run of a partition that is being built (a backfill,
+# the UI's Materialize) waits in the queue. `corpus build` and `dagster job execute` do not pass
+# through the queue; the stages' own locks keep them single-flight.
+concurrency:
+  runs:
+    tag_concurrency_limits:
+      - key: dagster/partition
+        value:
+          applyLimitPerUniqueValue: true
+        limit: 1
 telemetry:
   enabled: false
 """

@@ -30,7 +30,9 @@ def _fill(folder: Path) -> Path:
 
 
 def _tree(root: Path) -> list[str]:
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    """Every file under `root` but the build locks (never deleted: see `locks.build_lock`)."""
+    files = (p.relative_to(root) for p in root.rglob("*") if p.is_file())
+    return sorted(str(p) for p in files if p.parts[0] != "locks")
 
 
 def test_cleanup_removes_one_build_and_keeps_raw_and_other_builds(
@@ -77,6 +79,9 @@ def test_cleanup_removes_one_build_and_keeps_raw_and_other_builds(
         assert folder.is_dir()
     assert _tree(data_root) == kept_files
     assert not [p for p in data_root.rglob("*") if ".deleting-" in p.name]
+    locks = data_root / "locks" / h
+    assert sorted(p.name for p in locks.iterdir()) == ["shard.lock", "tokenize.lock"]
+    assert all(p.stat().st_size == 0 for p in locks.iterdir())  # released: no holder named
 
     again = corpus("cleanup", "--config", mine, "--root", data_root)
     assert again.returncode == 0, again.stderr

@@ -457,23 +457,30 @@ def test_judging_run_processes(instance: dg.DagsterInstance) -> None:
             proc.wait(timeout=10)
 
 
-def test_cleanup_blocker_sees_newer_runs_of_the_partition(instance: dg.DagsterInstance) -> None:
+def test_cleanup_blocker_sees_other_live_or_later_runs_of_the_partition(
+    instance: dg.DagsterInstance,
+) -> None:
     key = {"dagster/partition": "p-v1-000000000000"}
+    partition = key["dagster/partition"]
     instance.create_run_for_job(probe, tags=key, status=dg.DagsterRunStatus.SUCCESS)  # older
+    older = _probe_run(instance, os.getpid(), **key)  # started before the failed run, still going
     failed = instance.create_run_for_job(probe, tags=key)
     instance.report_run_failed(failed)
+    assert cleanup_blocker(instance, failed.run_id) == (
+        f"run {older.run_id} of partition {partition} is STARTED"
+    )
+    instance.report_run_failed(older)
     assert cleanup_blocker(instance, failed.run_id) is None
     assert cleanup_blocker(instance, None) is None  # a cleanup asked for by hand
     instance.create_run_for_job(probe, tags={"dagster/partition": "q-v1-000000000000"})
     assert cleanup_blocker(instance, failed.run_id) is None  # another partition
     newer = _probe_run(instance, os.getpid(), **key)
     assert cleanup_blocker(instance, failed.run_id) == (
-        f"a newer run {newer.run_id} of partition {key['dagster/partition']} is STARTED"
+        f"run {newer.run_id} of partition {partition} is STARTED"
     )
     instance.report_run_failed(newer)
     assert cleanup_blocker(instance, failed.run_id) is None  # a newer failure: its own cleanup
     rebuilt = instance.create_run_for_job(probe, tags=key, status=dg.DagsterRunStatus.SUCCESS)
-    partition = key["dagster/partition"]
     assert cleanup_blocker(instance, failed.run_id) == (
-        f"run {rebuilt.run_id} rebuilt partition {partition} after run {failed.run_id}"
+        f"run {rebuilt.run_id} rebuilt partition {partition} after run {failed.run_id} began"
     )

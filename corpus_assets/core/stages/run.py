@@ -89,14 +89,18 @@ def run_stage(
     }
 
 
-def run_cleanup(config_path: Path, root: Path) -> dict[str, Any]:
+def run_cleanup(
+    config_path: Path, root: Path, emit: Emit = silent, keep_newer_than: float | None = None
+) -> dict[str, Any]:
+    """Clean up the build of the config at `config_path` (see `cleanup.cleanup`)."""
     from corpus_assets.core.stages.cleanup import cleanup
 
     cfg = load_config(config_path)
-    removed = cleanup(cfg, Layout(root.resolve()))
+    cleaned = cleanup(cfg, Layout(root.resolve()), emit, keep_newer_than)
     return {
         "stage": "cleanup",
         "stage_key": cfg.stage_key("cleanup"),
         "build_id": cfg.build_id,
-        "removed": [str(p) for p in removed],
+        "removed": [str(p) for p in cleaned.removed],
+        **({"kept": cleaned.kept} if cleaned.kept else {}),
     }

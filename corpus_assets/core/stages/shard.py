@@ -46,6 +46,7 @@ from corpus_assets.core.store.atomic import (
 )
 from corpus_assets.core.store.digests import file_sha256, verify_files
 from corpus_assets.core.store.layout import Layout
+from corpus_assets.core.store.locks import build_lock
 from corpus_assets.core.store.progress import Progress
 from corpus_assets.core.version import CODE_VERSION
 
@@ -84,8 +85,15 @@ def shard(
 
     On a `ray` backend, phase 1, the grouping of phase 2's LSH bands and phase 3 run as Ray
     tasks, Ray started when the first is due.
+
+    Single-flight: the stage holds the build's shard lock for its whole run, so a second start
+    of it waits, then finds the published shards (or, if the holder died, resumes its tasks).
     """
-    with ray_or_local(backend, workers, layout.work(cfg, "shard"), progress) as session:
+    lock = layout.stage_lock(cfg.hash12, "shard")
+    with (
+        build_lock(lock, f"the shard stage of {cfg.build_id}", progress.note),
+        ray_or_local(backend, workers, layout.work(cfg, "shard"), progress) as session,
+    ):
         return _shard(cfg, layout, workers, progress, session)
 
 

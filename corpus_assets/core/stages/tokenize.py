@@ -38,7 +38,7 @@ from corpus_assets.core.store.atomic import (
 )
 from corpus_assets.core.store.digests import verify_files
 from corpus_assets.core.store.layout import Layout
-from corpus_assets.core.store.locks import hold
+from corpus_assets.core.store.locks import build_lock
 from corpus_assets.core.store.progress import Progress
 from corpus_assets.core.store.records import parse_object, require_files
 from corpus_assets.core.text.tokenizer import (
@@ -46,8 +46,6 @@ from corpus_assets.core.text.tokenizer import (
     resolve_tokenizer,
 )
 from corpus_assets.core.version import CODE_VERSION
-
-LOCK_WAIT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -82,10 +80,18 @@ def tokenize(
 ) -> TokenizeResult:
     """Tokenize every shard of the build and publish the token files with their manifest."""
     info = resolve_tokenizer(cfg)
-    shards = read_shards(layout.shards(cfg))
     final = layout.tokens(cfg)
     work = layout.work(cfg, "tokenize")
-    with hold(work.parent / "tokenize.lock", f"tokenize stage of {cfg.build_id}", LOCK_WAIT_S):
+    with (
+        # the shards are read under their lock, shared: never while rebuilt or cleaned up
+        build_lock(layout.stage_lock(cfg.hash12, "shard"), "the shards", progress.note, True),
+        build_lock(
+            layout.stage_lock(cfg.hash12, "tokenize"),
+            f"the tokenize stage of {cfg.build_id}",
+            progress.note,
+        ),
+    ):
+        shards = read_shards(layout.shards(cfg))
         published = _published(final, shards, info)
         out, markers = work / "out", work / "markers"
         if published is not None:

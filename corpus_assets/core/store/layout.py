@@ -119,5 +119,10 @@ class Layout:
     def work(self, cfg: LoadedConfig, stage: str) -> Path:
         return self.root / "work" / cfg.hash12 / stage
 
+    def stage_lock(self, hash12: str, stage: str) -> Path:
+        """The single-flight lock of one stage of one build (`locks.build_lock`); never deleted,
+        so that two processes always lock the same file."""
+        return self.root / "locks" / hash12 / f"{stage}.lock"
+
     def config_file(self, cfg: LoadedConfig) -> Path:
         return self.configs / f"{cfg.hash12}.json"
