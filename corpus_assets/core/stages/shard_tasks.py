@@ -3,8 +3,9 @@
 A task is one row group of one raw Parquet part. Its output (the documents that pass the
 filters, PII scrubbed, with the exact keys and MinHash signatures of those scrubbed texts) is
 written to the work folder, then a `.done` marker with its counts: the marker is the task's
-completion record, so a resumed stage skips it. Dedup compares the texts as they are written,
-so two documents that differ only in an email address are copies, as they are in the output.
+completion record, so a resumed stage skips it, and when a pool worker dies a new pool runs the
+tasks that have none (`local_pool`). Dedup compares the texts as they are written, so two
+documents that differ only in an email address are copies, as they are in the output.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 from collections import Counter
-from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from corpus_assets.core.config import LoadedConfig
+from corpus_assets.core.errors import CorpusError
+from corpus_assets.core.stages.local_pool import open_pool, run_with_rebuilds
 from corpus_assets.core.stages.ray_tasks import RaySession
 from corpus_assets.core.stages.screen import (
     EXCLUDED,
@@ -123,10 +125,21 @@ def run_tasks(
     pending = [t for t in tasks if done[t.index] is None]
     if len(pending) < len(tasks):
         progress.note(f"resuming: {len(tasks) - len(pending)} of {len(tasks)} tasks already done")
-    for out in _execute(cfg, pending, task_dir, workers, screens, session):
+    for out in _execute(cfg, pending, task_dir, workers, screens, session, progress.note):
         done[out.index] = out
         progress.add(out.docs_in, out.bytes_in)
+    for task in pending:  # it finished in a pool that a dead worker broke before it answered
+        if done[task.index] is None:
+            done[task.index] = out = _marked(task_dir, task.index)
+            progress.add(out.docs_in, out.bytes_in)
     return [o for o in (done[t.index] for t in tasks) if o is not None]
+
+
+def _marked(task_dir: Path, index: int) -> TaskOutput:
+    out = load_output(task_dir, index)
+    if out is None:
+        raise CorpusError(f"task {index} in {task_dir} left no output; run the stage again")
+    return out
 
 
 def _execute(
@@ -136,6 +149,7 @@ def _execute(
     workers: int,
     screens: Screens,
     session: RaySession | None,
+    note: Callable[[str], None],
 ) -> Iterator[TaskOutput]:
     if session is not None:
         yield from session.map(run_task, [(cfg, task, task_dir, screens) for task in pending])
@@ -147,10 +161,17 @@ def _execute(
     # fork (Python's default on Linux) starts a worker in milliseconds; spawn re-imports for ~1 s
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     ctx = multiprocessing.get_context(method)
-    with ProcessPoolExecutor(max_workers=min(workers, len(pending)), mp_context=ctx) as pool:
-        futures = [pool.submit(run_task, cfg, task, task_dir, screens) for task in pending]
-        for future in futures:
-            yield future.result()
+
+    def attempt(batch: list[Task]) -> Iterator[TaskOutput]:
+        with open_pool(min(workers, len(batch)), ctx) as pool:
+            futures = [pool.submit(run_task, cfg, task, task_dir, screens) for task in batch]
+            for future in futures:
+                yield future.result()
+
+    def unfinished(task: Task) -> bool:
+        return load_output(task_dir, task.index) is None
+
+    yield from run_with_rebuilds(pending, attempt, unfinished, "shard worker", note)
 
 
 def read_task(task: Task) -> pa.Table:

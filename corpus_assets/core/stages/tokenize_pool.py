@@ -1,7 +1,8 @@
 """The tokenize stage's shard work: shard tasks in this process or a pool of spawned workers.
 
 A task turns one shard into its `.bin`/`.idx` pair in staging (atomically) and then writes its
-completion marker, so a killed stage redoes only unfinished shards.
+completion marker, so a killed stage redoes only unfinished shards, and a new pool redoes them
+when a pool worker dies (`local_pool`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import numpy as np
 
 from corpus_assets.core.errors import CorpusError, DataError
 from corpus_assets.core.stages.backend import LOCAL, Backend
+from corpus_assets.core.stages.local_pool import open_pool, run_with_rebuilds
 from corpus_assets.core.store.atomic import atomic_writer, write_json
 from corpus_assets.core.store.digests import verify_files
 from corpus_assets.core.store.progress import Progress
@@ -98,10 +100,32 @@ def plan(info: TokenizerInfo, workers: int, shards: int) -> tuple[int, int]:
 
 
 def _run_pool(tasks: list[ShardTask], procs: int, threads: int, progress: Progress) -> None:
+    """Run the tasks in a pool of `procs` workers; a new pool (and queue) when one dies."""
     ctx = multiprocessing.get_context("spawn")
-    shared = _Shared(ctx.Queue(), ctx.Event(), threads)
-    initargs = (shared, os.getpid())
-    pool = ProcessPoolExecutor(procs, ctx, initializer=_init_worker, initargs=initargs)
+
+    def attempt(batch: list[ShardTask]) -> tuple[()]:
+        shared = _Shared(ctx.Queue(), ctx.Event(), threads)  # new: a dead worker may hold a lock
+        initargs = (shared, os.getpid())
+        try:
+            with open_pool(min(procs, len(batch)), ctx, _init_worker, initargs) as pool:
+                _wait_all(pool, batch, shared, progress)
+        finally:
+            _drain(shared.reports, progress)
+            shared.reports.close()
+        return ()  # a shard's result is its files and marker
+
+    def unfinished(task: ShardTask) -> bool:
+        return read_marker(task, check_files=False) is None
+
+    for _ in run_with_rebuilds(tasks, attempt, unfinished, "tokenize worker", progress.note):
+        pass
+
+
+def _wait_all(
+    pool: ProcessPoolExecutor, tasks: list[ShardTask], shared: _Shared, progress: Progress
+) -> None:
+    """Submit every task to `pool` and wait for them, reporting progress meanwhile; on an
+    error, tell the other workers to stop (a broken pool stops them itself)."""
     try:
         futures: set[Future[None]] = {pool.submit(run_task, t) for t in tasks}
         while futures:
@@ -109,16 +133,11 @@ def _run_pool(tasks: list[ShardTask], procs: int, threads: int, progress: Progre
             _drain(shared.reports, progress)
             for future in finished:
                 future.result()
-    except BrokenProcessPool as exc:
-        shared.stop.set()
-        raise CorpusError(f"a tokenize worker died ({exc}); run the stage again") from None
+    except BrokenProcessPool:
+        raise  # its workers are stopped already; the dead one may hold the stop flag's lock
     except BaseException:
         shared.stop.set()
         raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        _drain(shared.reports, progress)
-        shared.reports.close()
 
 
 def _run_ray(tasks: list[ShardTask], workers: int, progress: Progress, backend: Backend) -> None:

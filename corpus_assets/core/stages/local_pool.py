@@ -1,0 +1,115 @@
+"""A local process pool that outlives a dead worker: a new pool runs the unfinished tasks again.
+
+A worker process that dies (the OOM killer's SIGKILL, a crash) breaks its `ProcessPoolExecutor`
+for good: every unfinished task fails with BrokenProcessPool and the pool stops its other
+workers. `run_with_rebuilds` then runs the tasks that have no completion marker yet in a new
+pool, as Ray reruns a task whose worker died, within Ray's budget (RETRIES new pools per run);
+past it, a TransientError (exit 75) names the last dead worker's pid and how it died.
+
+A task writes its files under temporary names, renames them into place, then writes its marker,
+so a task killed mid-write leaves nothing under a final name and its rerun overwrites cleanly.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager, suppress
+from multiprocessing.context import BaseContext
+from multiprocessing.process import BaseProcess
+from typing import Any, TypeVar
+
+from corpus_assets.core.errors import TransientError
+from corpus_assets.core.stages.ray_tasks import RETRIES
+
+DEATH_WAIT_S = 2.0  # for a broken pool to stop its other workers
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class WorkerDied(Exception):
+    """A worker of an `open_pool` pool died: `str()` says which and how."""
+
+
+@contextmanager
+def open_pool(
+    workers: int,
+    ctx: BaseContext,
+    initializer: Callable[..., object] | None = None,
+    initargs: tuple[Any, ...] = (),
+) -> Iterator[ProcessPoolExecutor]:
+    """A process pool, shut down on exit; a BrokenProcessPool inside becomes a WorkerDied."""
+    pool = ProcessPoolExecutor(workers, ctx, initializer=initializer, initargs=initargs)
+    try:
+        yield pool
+    except BrokenProcessPool:
+        raise WorkerDied(_death(pool)) from None  # read before shutdown forgets the workers
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def run_with_rebuilds(
+    tasks: list[T],
+    attempt: Callable[[list[T]], Iterable[R]],
+    unfinished: Callable[[T], bool],
+    worker: str,
+    note: Callable[[str], None],
+) -> Iterator[R]:
+    """What `attempt(tasks)` yields; when a worker of its pool dies, `attempt` again with the
+    tasks still `unfinished`, up to RETRIES times. `worker` names one ("shard worker")."""
+    pending, deaths = tasks, 0
+    while pending:
+        try:
+            yield from attempt(pending)
+            return
+        except WorkerDied as death:
+            if deaths == RETRIES:
+                raise TransientError(
+                    f"{worker}s died {deaths + 1} times, the last {death}; run the stage again "
+                    "(with fewer --workers if they ran out of memory)"
+                ) from None
+            deaths += 1
+            pending = [t for t in tasks if unfinished(t)]
+            note(
+                f"a {worker} {death}; running the {len(pending)} unfinished tasks in a new "
+                f"pool (retry {deaths} of {RETRIES})"
+            )
+
+
+def _death(pool: ProcessPoolExecutor) -> str:
+    """'(pid 1234) was killed by SIGKILL' for the worker that broke `pool`, as far as known.
+
+    The pool SIGTERMs its other workers itself once one died: wait (briefly) until they all
+    ended, then name one that ended otherwise.
+    """
+    processes = dict(pool._processes or {})
+    codes = _exitcodes(processes)
+    deadline = time.monotonic() + DEATH_WAIT_S
+    while None in codes.values() and time.monotonic() < deadline:
+        time.sleep(0.01)
+        codes = _exitcodes(processes)
+    ended = [
+        (code == -signal.SIGTERM, pid, code) for pid, code in codes.items() if code is not None
+    ]
+    if not ended:
+        return "(pid unknown) died"
+    _terminated, pid, code = min(ended)
+    if code >= 0:
+        return f"(pid {pid}) exited with code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    return f"(pid {pid}) was killed by {name}"
+
+
+def _exitcodes(processes: Mapping[int, BaseProcess]) -> dict[int, int | None]:
+    """Each process's exit code, None while it runs (or while another thread reaps it)."""
+    codes: dict[int, int | None] = {}
+    for pid, process in processes.items():
+        with suppress(ValueError):  # a closed process object: nothing to say
+            codes[pid] = process.exitcode
+    return codes
