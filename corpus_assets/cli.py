@@ -88,9 +88,10 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     from corpus_assets.dagster_report import pipes_if_launched
 
     with pipes_if_launched() as pipes:
-        result = run_cleanup(Path(args.config), _root(args))
-        if pipes is not None:
-            pipes.tee(_emit)(f"cleanup: removed {', '.join(result['removed']) or 'nothing'}")
+        emit = _emit if pipes is None else pipes.tee(_emit)
+        result = run_cleanup(Path(args.config), _root(args), emit, args.keep_newer_than)
+        removed = ", ".join(result["removed"]) or "nothing"
+        emit(f"cleanup: {result.get('kept') or 'removed ' + removed}")
     _print_json(result)
     return EXIT_OK
 
@@ -240,7 +241,9 @@ def cmd_tasks(args: argparse.Namespace) -> int:
         from corpus_assets.core.store.layout import default_root
 
         root = (Path(args.root) if args.root else default_root()).resolve()
-        result = run_command(args.config, args.output, args.resume, args.export_hf, emit, root)
+        result = run_command(
+            args.config, args.output, args.resume, args.export_hf, emit, root, args.attach
+        )
         if pipes is not None:
             pipes.report(task_metadata(Path(result["dataset_path"])), result["dataset_id"])
     print(json.dumps(result, sort_keys=True, ensure_ascii=False), flush=True)
@@ -317,6 +320,14 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("cleanup", help="delete a build's shards, tokens and staging (never raw)")
     c.add_argument("--config", required=True, help="config file (.toml or .json)")
     _add_root(c)
+    c.add_argument(
+        "--keep-newer-than",
+        type=float,
+        default=None,
+        metavar="UNIX_TIME",
+        help="keep the build if one of its manifests was published after this instant (the "
+        "sensors pass when they decided to clean up, so a newer build is never removed)",
+    )
     c.set_defaults(func=cmd_cleanup)
 
     v = sub.add_parser("verify", help="verify a manifest (or the folder holding it) and its files")
@@ -344,7 +355,18 @@ def _add_tasks_command(sub: Any) -> None:
     t.add_argument(
         "--output", required=True, help="the job folder (new, or existing with --resume)"
     )
-    t.add_argument("--resume", action="store_true", help="continue the job in an existing --output")
+    start = t.add_mutually_exclusive_group()
+    start.add_argument(
+        "--resume", action="store_true", help="continue the job in an existing --output"
+    )
+    start.add_argument(
+        "--attach",
+        action="store_true",
+        help="run the job of the config's task partition as `corpus build` does: hold the "
+        "partition's lock under --root (waiting, with a line every 5 s naming the holder, while "
+        "another process runs it), then reuse its verified snapshot, resume its job or start "
+        "it; --output must be the partition's folder, ROOT/tasks/NAME/HASH12",
+    )
     t.add_argument(
         "--export-hf",
         default=None,
@@ -354,8 +376,8 @@ def _add_tasks_command(sub: Any) -> None:
     t.add_argument(
         "--root",
         default=None,
-        help="data root holding the corpus builds the config's inputs name "
-        "(default: $CORPUS_ROOT, else ./corpus-data)",
+        help="data root holding the corpus builds the config's inputs name and, with --attach, "
+        "the partition's lock (default: $CORPUS_ROOT, else ./corpus-data)",
     )
     t.set_defaults(func=cmd_tasks)
 

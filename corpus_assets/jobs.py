@@ -1,11 +1,16 @@
 """The jobs: `corpus_build` (the corpus assets and their checks), `task_build` (the task
 snapshot and its checks) and `corpus_cleanup`."""
 
+import time
+
 import dagster as dg
 
 from corpus_assets.assets.report import report
 from corpus_assets.assets.shards import shards
 from corpus_assets.assets.tokens import tokens
+from corpus_assets.core.config import load_config
+from corpus_assets.core.stages.cleanup import published_after
+from corpus_assets.core.store.layout import Layout
 from corpus_assets.dagster_dead_runs import cleanup_blocker
 from corpus_assets.dagster_records import forget_partition
 from corpus_assets.resources.configs import ConfigStore
@@ -65,7 +70,13 @@ def cleanup_partition(
         context.log.info(f"cleanup of {config.partition_key} skipped: {blocker}")
         return
     config_file = configs.file_for(config.partition_key)
-    stage_runner.run_cleanup(context, config_file, paths.root_path())
+    decided = time.time()  # a build published after this instant is newer: kept
+    root = paths.root_path()
+    stage_runner.run_cleanup(context, config_file, root, keep_newer_than=decided)
+    newer = published_after(load_config(config_file), Layout(root.resolve()), decided)
+    if newer is not None:
+        context.log.info(f"cleanup of {config.partition_key} kept {newer}: a newer build")
+        return
     for key in CLEANED_ASSETS:
         forget_partition(context.instance, key, config.partition_key)
     context.log.info(

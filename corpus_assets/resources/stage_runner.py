@@ -83,11 +83,10 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
     def run_tasks(
         self, context: dg.AssetExecutionContext, config_file: Path, folder: Path, root: Path
     ) -> dg.MaterializeResult[Any]:
-        """`corpus tasks`, resuming the job folder when a job was started there before."""
-        argv = ["tasks", "--config", str(config_file), "--output", str(folder), "--root", str(root)]
-        if (folder / "job.json").is_file():
-            argv.append("--resume")
-            context.log.info(f"resuming the task job in {folder}")
+        """`corpus tasks --attach`: under the partition's lock, it waits for another run of the
+        partition, then reuses the published snapshot, resumes the job in `folder` or starts it."""
+        argv = ["tasks", "--attach", "--config", str(config_file), "--output", str(folder)]
+        argv += ["--root", str(root)]
         try:
             results = self._run(context, argv)
         except dg.Failure as error:
@@ -119,9 +118,19 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
         # chained: when the retries run out, Dagster reports this failure's own sentence
         raise dg.RetryRequested(max_retries=policy.max_retries, seconds_to_wait=wait) from error
 
-    def run_cleanup(self, context: dg.OpExecutionContext, config_file: Path, root: Path) -> None:
-        """`corpus cleanup`: delete a build's shards, tokens and staging (never raw)."""
-        self._run(context, ["cleanup", "--config", str(config_file), "--root", str(root)])
+    def run_cleanup(
+        self,
+        context: dg.OpExecutionContext,
+        config_file: Path,
+        root: Path,
+        keep_newer_than: float | None = None,
+    ) -> None:
+        """`corpus cleanup`: delete a build's shards, tokens and staging (never raw), unless a
+        manifest of it was published after `keep_newer_than` (a Unix time)."""
+        argv = ["cleanup", "--config", str(config_file), "--root", str(root)]
+        if keep_newer_than is not None:
+            argv += ["--keep-newer-than", repr(keep_newer_than)]
+        self._run(context, argv)
 
     def argv(self, args: Sequence[str]) -> list[str]:
         prefix = self.command or [sys.executable, "-m", "corpus_assets.cli"]

@@ -4,10 +4,16 @@ A recipe may read a corpus build: the executor finds the partition's registered 
 the data root, verifies its shards against their manifest, and gives the recipe the shard
 Parquet files (in manifest order) in `context.inputs`, after the job's own input files. The
 manifest's sha256 joins the resume identity and the build id the snapshot's provenance.
+
+The job reads a build under the build's shard lock, held shared (`reading`): the shard stage and
+the cleanup take it exclusively, so a build is never replaced or removed while a job reads it.
+Lock order, everywhere: the task partition's lock first (`attach.py`), then these, by hash12.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +22,7 @@ from corpus_assets.core.store import registry
 from corpus_assets.core.store.atomic import MANIFEST
 from corpus_assets.core.store.digests import file_sha256
 from corpus_assets.core.store.layout import Layout
+from corpus_assets.core.store.locks import build_lock
 from corpus_assets.core.store.records import load_object
 
 
@@ -45,6 +52,25 @@ def check_registered(keys: list[str], root: Path | None) -> None:
         raise ConfigError("inputs name corpus builds; give the data root (--root)")
     for key in keys:
         registry.load(Layout(root), key)
+
+
+@contextmanager
+def reading(
+    keys: list[str], root: Path | None, waiting: Callable[[str], None]
+) -> Iterator[tuple[CorpusInput, ...]]:
+    """The verified builds of `keys` (as `resolve`), each build's shard lock held shared until
+    the block ends; `waiting` gets a line every few seconds while a stage holds one."""
+    check_registered(keys, root)
+    with ExitStack() as locks:
+        if keys:
+            assert root is not None
+            layout = Layout(root)
+            builds = {registry.load(layout, key).hash12: key for key in keys}
+            for hash12 in sorted(builds):
+                lock = layout.stage_lock(hash12, "shard")
+                what = f"the shards of corpus input {builds[hash12]}"
+                locks.enter_context(build_lock(lock, what, waiting, shared=True))
+        yield resolve(keys, root)
 
 
 def resolve(keys: list[str], root: Path | None) -> tuple[CorpusInput, ...]:

@@ -18,6 +18,7 @@ import threading
 from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import Future
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -104,12 +105,15 @@ class DataJob:
         cancel: threading.Event | None = None,
         progress: Progress | None = None,
         root: Path | None = None,
+        attached: bool = False,
     ) -> None:
         self.config = config
         self.model = config.model
         self.execution = config.model.execution
         self.output = output
         self.resume = resume
+        self.attached = attached
+        self.root = root
         self.cancel = cancel or threading.Event()
         self.say = progress or (lambda line: None)
         self.spec = RecipeSpec(config.model.recipe, dict(config.model.params))
@@ -126,22 +130,44 @@ class DataJob:
                 self.execution.max_workers,
             )
         calibrator = None if self.calibrate is None else self.calibrate.calibrator
-        self.corpus_inputs = corpus_inputs.resolve(self.model.corpus_inputs, root)
-        self.inputs = (*config.inputs, *(p for c in self.corpus_inputs for p in c.shards))
+        corpus_inputs.check_registered(self.model.corpus_inputs, root)
         self.identity = job_identity(config, self.spec, self.recipe, calibrator)
-        self.identity["corpus_inputs"] = {
-            c.partition_key: c.manifest_sha256 for c in self.corpus_inputs
-        }
+        self.corpus_inputs: tuple[corpus_inputs.CorpusInput, ...] = ()
+        self.inputs = config.inputs
+        self.reading = ExitStack()  # the corpus builds' shard locks, held while they are read
 
     # -- the whole job ---------------------------------------------------------------------
 
     async def run(self) -> Snapshot:
-        """Run (or resume) the job on the calling thread's event loop; its verified snapshot."""
-        folder = JobFolder.open(self.output, self.resume)
-        try:
-            return await self._run_locked(folder)
-        finally:
-            folder.release()
+        """Run (or resume) the job on the calling thread's event loop; its verified snapshot.
+
+        The corpus builds it reads are held (their shard locks, shared) from their verification
+        until the search has selected, which is all the reading there is.
+        """
+        with self.reading:
+            self._read_corpus_inputs()
+            folder = JobFolder.open(self.output, self.resume, self.attached)
+            try:
+                return await self._run_locked(folder)
+            finally:
+                folder.release()
+
+    def _read_corpus_inputs(self) -> None:
+        """Take the corpus builds' locks, verify the builds, add their shards to the inputs."""
+        found = self.reading.enter_context(
+            corpus_inputs.reading(self.model.corpus_inputs, self.root, self._waiting)
+        )
+        self.corpus_inputs = found
+        self.inputs = (*self.config.inputs, *(p for c in found for p in c.shards))
+        self.identity["corpus_inputs"] = {c.partition_key: c.manifest_sha256 for c in found}
+
+    def _waiting(self, line: str) -> None:
+        """A line while a lock is held elsewhere; a cancelled job stops waiting."""
+        if self.cancel.is_set():
+            cancelled = JobCancelled(f"cancelled while {line}")
+            cancelled.exit_code = getattr(self.cancel, "exit_code", cancelled.exit_code)
+            raise cancelled
+        self.say(f"tasks: {line}")
 
     async def _run_locked(self, folder: JobFolder) -> Snapshot:
         if self.resume:
@@ -226,6 +252,7 @@ class DataJob:
         try:
             if self.ckpt.get("selection") is None:
                 await self._search(pool)
+            self.reading.close()  # projecting and publishing read the checkpoints only
             self._project(pool)
         finally:
             pool.close()

@@ -35,8 +35,13 @@ class JobFolder:
         self._lock_fd: int | None = None
 
     @classmethod
-    def open(cls, path: Path, resume: bool) -> JobFolder:
-        """A new job needs a new (or empty) folder; `resume` needs an existing job's folder."""
+    def open(cls, path: Path, resume: bool, attached: bool = False) -> JobFolder:
+        """A new job needs a new (or empty) folder; `resume` needs an existing job's folder.
+
+        `attached`: the caller holds the task partition's lock (`tasks/attach.py`), so a folder
+        that a job was started in but never recorded (killed before its job.json) holds nothing
+        anyone uses and counts as empty.
+        """
         folder = cls(path.absolute())
         if resume:
             if not folder.job_file.is_file():
@@ -44,7 +49,7 @@ class JobFolder:
                     f"cannot resume {path}: no job.json there, so it is not a data job's folder; "
                     "start a new job without --resume"
                 )
-        elif path.exists() and (not path.is_dir() or any(path.iterdir())):
+        elif not folder.empty() and not (attached and folder.unrecorded()):
             raise ConfigError(
                 f"--output {path} already exists; a new job needs a new folder "
                 "(or pass --resume to continue the job there)"
@@ -53,6 +58,20 @@ class JobFolder:
         folder._lock()
         private_dir(folder.work)
         return folder
+
+    def empty(self) -> bool:
+        """Nothing there yet, or an empty folder."""
+        path = self.path
+        return not path.exists() or (path.is_dir() and not any(path.iterdir()))
+
+    def unrecorded(self) -> bool:
+        """A folder with no job.json, no snapshot and an empty work/: at most the lock and
+        config.json of a job killed before it recorded itself (checkpoints come after job.json)."""
+        if not self.path.is_dir() or self.job_file.exists():
+            return False
+        if self.dataset.exists() or self.staging.exists():
+            return False
+        return not self.work.exists() or (self.work.is_dir() and not any(self.work.iterdir()))
 
     def _lock(self) -> None:
         """Take DIR/.lock without waiting; a second job on the folder fails at once."""

@@ -13,10 +13,12 @@ import asyncio
 import signal
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
 from corpus_assets.core.errors import ConfigError
+from corpus_assets.tasks.attach import attached
 from corpus_assets.tasks.config import LoadedJobConfig, load_job_config
 from corpus_assets.tasks.executor import CancelEvent, DataJob, Progress
 from corpus_assets.tasks.export import export_hf_dataset
@@ -38,11 +40,15 @@ def start_job(
     progress: Progress | None,
     done: Callable[[Snapshot | None, BaseException | None], None],
     root: Path | None = None,
+    attach: bool = False,
 ) -> threading.Thread:
-    """Run the job on a new coordinator thread (its own event loop); `done` gets the outcome."""
+    """Run the job on a new coordinator thread (its own event loop); `done` gets the outcome.
+
+    `attach`: the caller holds the task partition's lock (`attach.attached`).
+    """
 
     async def coordinate() -> Snapshot:
-        return await DataJob(config, output, resume, cancel, progress, root).run()
+        return await DataJob(config, output, resume, cancel, progress, root, attach).run()
 
     def target() -> None:
         try:
@@ -118,11 +124,41 @@ def run_command(
     export_hf: str | None,
     progress: Progress,
     root: Path | None = None,
+    attach: bool = False,
 ) -> dict[str, Any]:
-    """`corpus tasks`: run the job, export it if asked, return the result line's fields."""
+    """`corpus tasks`: run the job, export it if asked, return the result line's fields.
+
+    `attach` (with `root`): the job of the config's task partition, under its lock
+    (`attach.py`): it waits for another process running it, then reuses, resumes or starts it.
+    """
     config = load_job_config(config_path)
     if export_hf is not None and Path(export_hf).exists():
         raise ConfigError(f"--export-hf {export_hf} already exists; choose a new folder")
+    holding: AbstractContextManager[bool] = nullcontext(resume)
+    if attach:
+        if root is None:
+            raise ConfigError("--attach needs the data root (--root) that holds the partition")
+        # waited for before the signal handlers go in, so Ctrl-C ends the wait at once
+        holding = attached(config, Path(output), root, progress)
+    with holding as resume_now:
+        snapshot = _run_signalled(config, Path(output), resume_now, progress, root, attach)
+    result: dict[str, Any] = {"dataset_id": snapshot.dataset_id, "dataset_path": str(snapshot.path)}
+    if export_hf is not None:
+        result["training_dataset_path"] = str(
+            export_hf_dataset(snapshot, Path(export_hf).absolute())
+        )
+    return result
+
+
+def _run_signalled(
+    config: LoadedJobConfig,
+    output: Path,
+    resume: bool,
+    progress: Progress,
+    root: Path | None,
+    attach: bool,
+) -> Snapshot:
+    """Run the job on its coordinator thread; SIGINT/SIGTERM meanwhile cancel it."""
     cancel = CancelEvent()
     received: list[int] = []
     outcome: list[Any] = []
@@ -136,12 +172,13 @@ def run_command(
     try:
         thread = start_job(
             config,
-            Path(output),
+            output,
             resume,
             cancel,
             progress,
             lambda r, e: outcome.append((r, e)),
             root,
+            attach,
         )
         told = 0
         while thread.is_alive():
@@ -153,9 +190,5 @@ def run_command(
     snapshot, error = outcome[0]
     if error is not None:
         raise error
-    result: dict[str, Any] = {"dataset_id": snapshot.dataset_id, "dataset_path": str(snapshot.path)}
-    if export_hf is not None:
-        result["training_dataset_path"] = str(
-            export_hf_dataset(snapshot, Path(export_hf).absolute())
-        )
-    return result
+    assert isinstance(snapshot, Snapshot)
+    return snapshot
