@@ -22,6 +22,7 @@ from corpus_assets.core.stages.report_markdown import with_inline_images
 from corpus_assets.core.stages.report_plots import private_config_dir
 from corpus_assets.core.store.atomic import MANIFEST
 from corpus_assets.core.store.layout import Layout
+from corpus_assets.core.store.locks import build_lock
 
 
 def report_metadata(
@@ -34,8 +35,16 @@ def report_metadata(
     private_config_dir()  # matplotlib's cache in a temporary folder, never the home directory
     try:
         manifest = layout.shards(cfg) / MANIFEST
-        report = current_report(manifest) or write_report(manifest).report
-        text = with_inline_images(report.read_text(encoding="utf-8"), report.parent)
+        # one writer per build (a concurrent build's report step waits, then finds it current),
+        # and the shards are read under their lock, shared: never while rebuilt or cleaned up
+        with (
+            build_lock(
+                layout.stage_lock(cfg.hash12, "shard"), "the shards", context.log.info, True
+            ),
+            build_lock(layout.stage_lock(cfg.hash12, "report"), "the report", context.log.info),
+        ):
+            report = current_report(manifest) or write_report(manifest).report
+            text = with_inline_images(report.read_text(encoding="utf-8"), report.parent)
     except Exception as exc:  # the build stands without its report
         context.log.warning(f"no build report: {exc}")
         return {"report": dg.MetadataValue.text(f"not written: {exc}")}

@@ -179,9 +179,10 @@ def test_a_killed_holder_is_taken_over_by_one_waiter_and_reused_by_the_other(
     wait_until(lambda: (h := read_holder(lock)) and h.pid == holder.proc.pid, 60, "the lock")
     tasks = root / "work" / build.hash12 / "shard" / "tasks"
     wait_until(lambda: tasks.is_dir() and any(tasks.glob("*.done")), 60, "a finished task")
+    os.killpg(holder.proc.pid, signal.SIGSTOP)  # mid-phase-1, however fast the machine is
     waiters = [start(tmp_path, f"w{i}", *args) for i in range(2)]
     for w in waiters:
-        wait_until(lambda w=w: "waiting for the shard stage" in w.stderr(), 60, "a waiter")
+        wait_until(lambda w=w: "waiting for the shard stage" in w.stderr(), 120, "a waiter")
     os.killpg(holder.proc.pid, signal.SIGKILL)
     assert holder.proc.wait(timeout=30) == -signal.SIGKILL
     done = [w.finish() for w in waiters]
@@ -208,13 +209,16 @@ def test_a_cleanup_waits_for_a_live_build_and_keeps_what_it_published(
     live = start(tmp_path, "live", *args)
     lock = build.lock(root, "shard")
     wait_until(lambda: (h := read_holder(lock)) and h.pid == live.proc.pid, 60, "the lock")
+    os.killpg(live.proc.pid, signal.SIGSTOP)  # still building when the cleanup arrives
     decided = time.time()
     cleanup = start(
         tmp_path,
         "cleanup",
         *("cleanup", "--config", build.config, "--root", root, "--keep-newer-than", decided),
     )
-    wait_until(lambda: "waiting for the shard stage" in cleanup.stderr(), 60, "the cleanup waits")
+    wait_until(lambda: "waiting for the shard stage" in cleanup.stderr(), 120, "the cleanup waits")
+    assert not (Layout(root).shards(load_config(build.config)) / "_MANIFEST.json").exists()
+    os.killpg(live.proc.pid, signal.SIGCONT)
     assert live.finish()[0] == 0
     code, out, err = cleanup.finish()
     assert code == 0, err

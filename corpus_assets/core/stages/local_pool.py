@@ -47,6 +47,11 @@ def open_pool(
         yield pool
     except BrokenProcessPool:
         raise WorkerDied(_death(pool)) from None  # read before shutdown forgets the workers
+    except (OSError, RuntimeError):
+        # a submit racing the pool's own teardown of a broken pool fails on its closed pipes
+        if not pool._broken:
+            raise
+        raise WorkerDied(_death(pool)) from None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
