@@ -72,6 +72,27 @@ CASES = {
     "JSON line that is not an object": Case(
         {"in.jsonl": _jsonl([*GOOD, ["a", "list"]])}, _config(_spec()), 65,
         ("in.jsonl:4", "must be an object")),
+    "lone surrogate in a JSON line": Case(
+        {"in.jsonl": _jsonl(GOOD) + b'{"text": "half \\ud800 a pair"}\n'}, _config(_spec()), 65,
+        ("in.jsonl:4", "a lone UTF-16 surrogate (\\ud800) is not text")),
+    "lone surrogate in a key of meta": Case(
+        {"in.jsonl": b'{"text": "fine", "m": {"\\udfff": 1}}\n'}, _config(_spec()), 65,
+        ("in.jsonl:1", "lone UTF-16 surrogate (\\udfff)")),
+    "JSON nested 100,000 levels deep": Case(
+        {"in.jsonl": _jsonl(GOOD) + b'{"text": "x", "meta": ' + b"[" * 100_000 + b"]" * 100_000
+         + b"}\n"}, _config(_spec()), 65, ("in.jsonl:4", "nested too deeply")),
+    "NaN in a JSON line": Case(
+        {"in.jsonl": b'{"text": "x", "score": NaN}\n'}, _config(_spec()), 65,
+        ("in.jsonl:1", "NaN is not a JSON number")),
+    "Infinity in a JSON line": Case(
+        {"in.jsonl": b'{"text": "x", "score": -Infinity}\n'}, _config(_spec()), 65,
+        ("in.jsonl:1", "-Infinity is not a JSON number")),
+    "number out of range": Case(
+        {"in.jsonl": b'{"text": "x", "score": 1e999}\n'}, _config(_spec()), 65,
+        ("in.jsonl:1", "1e999 is out of range")),
+    "integer too long": Case(
+        {"in.jsonl": b'{"text": "x", "n": ' + b"9" * 5000 + b"}\n"}, _config(_spec()), 65,
+        ("in.jsonl:1", "malformed JSON line", "digits")),
     "record without the text field": Case(
         {"in.jsonl": _jsonl([{"body": "x"}])}, _config(_spec()), 65,
         ("in.jsonl:1", "no field 'text'", "body")),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
+import math
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,17 +121,49 @@ def read_jsonl(path: Path, spec: SourceSpec) -> Iterator[RawDoc]:
             if not line.strip():
                 continue
             where = f"{path}:{lineno}"
-            try:
-                record = json.loads(_decode(line, path, lineno))
-            except json.JSONDecodeError as exc:
-                raise DataError(
-                    f"{where}: malformed JSON line: {exc.msg} (column {exc.colno})"
-                ) from None
+            record = _json_line(line, path, lineno, where)
             if not isinstance(record, dict):
                 raise DataError(
                     f"{where}: a JSON line must be an object, got {type(record).__name__}"
                 )
             yield _text_of(record, spec, where)
+
+
+SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # a \uD800-\uDFFF escape
+
+
+def _json_line(line: bytes, path: Path, lineno: int, where: str) -> Any:
+    """One JSON value; strict JSON only: anything else is bad data at `where` (exit 65)."""
+    try:
+        record = json.loads(
+            _decode(line, path, lineno), parse_constant=_no_constant, parse_float=_finite
+        )
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{where}: malformed JSON line: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise DataError(f"{where}: malformed JSON line: nested too deeply") from None
+    except ValueError as exc:  # a constant, an infinite float, an integer too long to convert
+        raise DataError(f"{where}: malformed JSON line: {exc}") from None
+    if SURROGATE_ESCAPE.search(line):  # a pair is one character; a lone half is no text
+        try:
+            json.dumps(record, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise DataError(
+                f"{where}: malformed JSON line: a lone UTF-16 surrogate "
+                f"(\\u{ord(exc.object[exc.start]):04x}) is not text"
+            ) from None
+    return record
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise ValueError(f"{literal[:20]} is out of range for a number")
+    return value
 
 
 def read_parquet(path: Path, spec: SourceSpec) -> Iterator[RawDoc]:
