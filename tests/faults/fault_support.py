@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import dagster as dg
 
@@ -18,6 +19,8 @@ from corpus_assets.definitions import build_defs
 from corpus_assets.jobs import CLEANUP_JOB
 from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.sensors.cleanup import corpus_cleanup_on_cancel, corpus_cleanup_on_failure
+
+T = TypeVar("T")
 
 
 def tree(root: Path, *parts: str) -> dict[str, str]:
@@ -225,9 +228,11 @@ def staged(root: Path, hash12: str, stage: str) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in work.glob(pattern))
 
 
-def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> None:
+def wait_until(predicate: Callable[[], T], timeout: float, what: str) -> T:
+    """The first true value of `predicate()`, polled until `timeout` seconds have passed."""
     deadline = time.monotonic() + timeout
-    while not predicate():
+    while not (value := predicate()):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(0.02)
+    return value

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fault_support import tree
+from fault_support import tree, wait_until
 
 from corpus_assets.core.config import load_config
 from corpus_assets.core.store.layout import Layout
@@ -39,8 +39,36 @@ class Build:
     hash12: str
     reference: dict[str, str]
 
+    @property
+    def shards(self) -> dict[str, str]:
+        """The reference's shards build (its `corpus/` files)."""
+        return {k: v for k, v in self.reference.items() if k.startswith("corpus/")}
+
     def lock(self, root: Path, stage: str) -> Path:
         return Layout(root).stage_lock(self.hash12, stage)
+
+    def start_holding(self, folder: Path, name: str, root: Path) -> Started:
+        """A shard stage of the build on `root` (fetched first), once it holds the lock."""
+        fetched = root / "raw" / "LEDGER.jsonl"
+        if not fetched.exists():
+            corpus_ok("run", "--stage", "fetch", "--config", self.config, "--root", root)
+        holder = start(folder, name, *self.shard_args(root))
+        lock = self.lock(root, "shard")
+        wait_until(lambda: (h := read_holder(lock)) and h.pid == holder.proc.pid, 60, "the lock")
+        return holder
+
+    def shard_args(self, root: Path) -> tuple[str | Path | int, ...]:
+        return (
+            "run",
+            "--stage",
+            "shard",
+            "--config",
+            self.config,
+            "--root",
+            root,
+            "--workers",
+            "2",
+        )
 
 
 @dataclass
@@ -59,7 +87,7 @@ class Started:
         return self.err.read_text()
 
 
-def start(folder: Path, name: str, *args: str | Path) -> Started:
+def start(folder: Path, name: str, *args: str | Path | int) -> Started:
     folder.mkdir(parents=True, exist_ok=True)
     out, err = folder / f"{name}.out", folder / f"{name}.err"
     with open(out, "wb") as o, open(err, "wb") as e:
@@ -85,15 +113,6 @@ def corpus_ok(*args: str | Path) -> str:
     return done.stdout
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
 @pytest.fixture(scope="module")
 def build(tmp_path_factory: pytest.TempPathFactory) -> Build:
     """A 6 MB corpus (every stage lasts a second or more), GPT-2 tokens, built once alone."""
@@ -114,7 +133,7 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Build:
     return Build(config, load_config(config).hash12, tree(lone, "corpus", "tokens"))
 
 
-def three_at_once(folder: Path, *args: str | Path) -> list[tuple[int, str, str]]:
+def three_at_once(folder: Path, *args: str | Path | int) -> list[tuple[int, str, str]]:
     started = [start(folder, f"p{i}", *args) for i in range(3)]
     return [s.finish() for s in started]
 
@@ -124,17 +143,14 @@ def test_three_shard_stages_at_once(build: Build, tmp_path: Path) -> None:
     corpus_ok("run", "--stage", "fetch", "--config", build.config, "--root", root)
     for trial in range(TRIALS):
         corpus_ok("cleanup", "--config", build.config, "--root", root)
-        args = ("run", "--stage", "shard", "--config", build.config, "--root", root)
-        done = three_at_once(tmp_path / f"t{trial}", *args, "--workers", "2")
+        done = three_at_once(tmp_path / f"t{trial}", *build.shard_args(root))
         assert [code for code, _, _ in done] == [0, 0, 0], [err for _, _, err in done]
         cached = sorted(json.loads(out)["cached"] for _, out, _ in done)
         assert cached == [False, True, True], f"trial {trial}: one builds, two reuse"
         waited = [err for _, _, err in done if "waiting for the shard stage" in err]
         assert waited, f"trial {trial}: no stage waited, so the three did not overlap"
         assert "held by pid " in waited[0]
-        assert tree(root, "corpus") == {
-            k: v for k, v in build.reference.items() if k.startswith("corpus/")
-        }
+        assert tree(root, "corpus") == build.shards
         assert not (root / "work" / build.hash12 / "shard").exists()  # no staging left
 
 
@@ -172,15 +188,11 @@ def test_a_killed_holder_is_taken_over_by_one_waiter_and_reused_by_the_other(
     build: Build, tmp_path: Path
 ) -> None:
     root = tmp_path / "root"
-    corpus_ok("run", "--stage", "fetch", "--config", build.config, "--root", root)
-    args = ("run", "--stage", "shard", "--config", build.config, "--root", root, "--workers", "2")
-    holder = start(tmp_path, "holder", *args)
-    lock = build.lock(root, "shard")
-    wait_until(lambda: (h := read_holder(lock)) and h.pid == holder.proc.pid, 60, "the lock")
+    holder = build.start_holding(tmp_path, "holder", root)
     tasks = root / "work" / build.hash12 / "shard" / "tasks"
     wait_until(lambda: tasks.is_dir() and any(tasks.glob("*.done")), 60, "a finished task")
     os.killpg(holder.proc.pid, signal.SIGSTOP)  # mid-phase-1, however fast the machine is
-    waiters = [start(tmp_path, f"w{i}", *args) for i in range(2)]
+    waiters = [start(tmp_path, f"w{i}", *build.shard_args(root)) for i in range(2)]
     for w in waiters:
         wait_until(lambda w=w: "waiting for the shard stage" in w.stderr(), 120, "a waiter")
     os.killpg(holder.proc.pid, signal.SIGKILL)
@@ -193,9 +205,7 @@ def test_a_killed_holder_is_taken_over_by_one_waiter_and_reused_by_the_other(
     builder = next(err for _, out, err in done if not json.loads(out)["cached"])
     assert "resuming:" in builder
     assert f"held by pid {holder.proc.pid} " in "".join(err for _, _, err in done)
-    assert tree(root, "corpus") == {
-        k: v for k, v in build.reference.items() if k.startswith("corpus/")
-    }
+    assert tree(root, "corpus") == build.shards
 
 
 def test_a_cleanup_waits_for_a_live_build_and_keeps_what_it_published(
@@ -204,11 +214,7 @@ def test_a_cleanup_waits_for_a_live_build_and_keeps_what_it_published(
     """The sensors' cleanup, decided while a newer build of the partition was running: it waits
     for that build's stage, then keeps the build it published."""
     root = tmp_path / "root"
-    corpus_ok("run", "--stage", "fetch", "--config", build.config, "--root", root)
-    args = ("run", "--stage", "shard", "--config", build.config, "--root", root, "--workers", "2")
-    live = start(tmp_path, "live", *args)
-    lock = build.lock(root, "shard")
-    wait_until(lambda: (h := read_holder(lock)) and h.pid == live.proc.pid, 60, "the lock")
+    live = build.start_holding(tmp_path, "live", root)
     os.killpg(live.proc.pid, signal.SIGSTOP)  # still building when the cleanup arrives
     decided = time.time()
     cleanup = start(
@@ -224,8 +230,7 @@ def test_a_cleanup_waits_for_a_live_build_and_keeps_what_it_published(
     assert code == 0, err
     assert json.loads(out)["removed"] == []
     assert "was published after the cleanup was decided, by a newer build; kept" in err
-    shards = {k: v for k, v in build.reference.items() if k.startswith("corpus/")}
-    assert tree(root, "corpus") == shards
+    assert tree(root, "corpus") == build.shards
     corpus_ok("verify", Layout(root).shards(load_config(build.config)))
 
 
