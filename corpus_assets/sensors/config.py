@@ -9,6 +9,7 @@ from corpus_assets.assets.partitions import CORPUS_CONFIGS, corpus_configs
 from corpus_assets.core.config import load_config
 from corpus_assets.core.errors import CorpusError, TransientError
 from corpus_assets.core.stages.preflight import preflight
+from corpus_assets.core.store.sources import link_out_of
 from corpus_assets.jobs import corpus_build
 from corpus_assets.resources.configs import ConfigStore
 from corpus_assets.resources.paths import CorpusPaths
@@ -42,6 +43,12 @@ def corpus_config_sensor(
     requests: list[dg.RunRequest] = []
     for name, mtime in sorted(current.items()):
         if seen.get(name) == mtime:
+            continue
+        if link_out_of(inbox, [inbox / name]) is not None:
+            context.log.warning(
+                f"{inbox / name}: not registered: a symbolic link out of the inbox "
+                "(the inbox reads only files inside it)"
+            )
             continue
         try:
             preflight(load_config(inbox / name))

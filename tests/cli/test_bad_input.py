@@ -101,6 +101,16 @@ CASES = {
     "record without its id": Case(
         {"in.jsonl": _jsonl([{"text": "x", "id": "a"}, {"text": "y"}])},
         _config(_spec(id_field="id")), 65, ("in.jsonl:2", "id field 'id'")),
+    "duplicate id": Case(
+        {"in.jsonl": _jsonl([{"id": "x", "text": "a"}, {"id": "y", "text": "b"},
+                             {"id": "x", "text": "c"}])},
+        _config(_spec(id_field="id")), 65,
+        ("in.jsonl:3: duplicate id 'x' (id_field 'id'), first at ", "in.jsonl:1", "unique")),
+    "duplicate id across the files of a folder": Case(
+        {"d/a.jsonl": _jsonl([{"id": 7, "text": "a"}]),
+         "d/b.jsonl": _jsonl([{"id": 8, "text": "b"}, {"id": "7", "text": "c"}])},
+        _config(_spec(path="d", id_field="id")), 65,
+        ("b.jsonl:2: duplicate id '7'", "first at ", "a.jsonl:1")),
     "non-UTF-8 jsonl": Case(
         {"in.jsonl": _jsonl(GOOD[:1]) + b'{"text": "caf\xe9"}\n'}, _config(_spec()), 65,
         ("in.jsonl:2", "not valid UTF-8", "0xe9")),
@@ -285,4 +295,66 @@ def test_parquet_without_the_text_column(
     line = _error_line(out.stderr)
     assert "no column 'text'" in line
     assert "columns: body" in line
+    _assert_nothing_published(tmp_path / "root", 65)
+
+
+def test_duplicate_id_in_parquet(
+    tmp_path: Path, corpus: CorpusRunner, write_config: WriteConfig
+) -> None:
+    ids = [f"doc-{i}" for i in range(5000)] + ["doc-17"]
+    pq.write_table(pa.table({"id": ids, "text": ids}), tmp_path / "in.parquet")
+    spec = _spec(kind="parquet", path="in.parquet", id_field="id")
+    cfg = write_config(tmp_path / "c.json", _config(spec))
+    out = corpus("run", "--stage", "fetch", "--config", cfg, "--root", tmp_path / "root")
+    assert out.returncode == 65, out.stderr
+    line = _error_line(out.stderr)
+    assert "in.parquet: row 5001: duplicate id 'doc-17'" in line
+    assert "first at " in line and "in.parquet: row 18" in line
+    _assert_nothing_published(tmp_path / "root", 65)
+
+
+@pytest.mark.parametrize("path", ["d", "d/**/*.txt", "d/*"])
+def test_a_link_out_of_the_source_folder_is_refused(
+    path: str, tmp_path: Path, corpus: CorpusRunner, write_config: WriteConfig
+) -> None:
+    secret = tmp_path / "elsewhere" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("root:$6$not-for-the-corpus:19000:0:99999:7:::\n")
+    folder = tmp_path / "d"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.txt").write_text("a perfectly good story about a cat and a dog\n")
+    (folder / "zz.txt").symlink_to(secret)
+    (folder / "sub" / "inside.txt").symlink_to(folder / "a.txt")  # a link inside is fine
+    cfg = write_config(tmp_path / "c.json", _config(_spec(kind="text", path=path)))
+    out = corpus("run", "--stage", "fetch", "--config", cfg, "--root", tmp_path / "root")
+    assert out.returncode == 65, out.stderr
+    line = _error_line(out.stderr)
+    assert f"{folder / 'zz.txt'} is a symbolic link out of {folder}" in line
+    assert str(secret) in line
+    _assert_nothing_published(tmp_path / "root", 65)
+
+    (folder / "zz.txt").unlink()  # without it the folder builds, the inner link included
+    out = corpus("run", "--stage", "fetch", "--config", cfg, "--root", tmp_path / "root")
+    assert out.returncode == 0, out.stderr
+    (record,) = (tmp_path / "root" / "raw").glob("*/_SOURCE.json")
+    files = [i["name"] for i in json.loads(record.read_text())["inputs"]]
+    assert "zz.txt" not in files and len(files) == (2 if path != "d/*" else 1)
+
+
+def test_a_linked_folder_out_of_the_glob_is_refused(
+    tmp_path: Path, corpus: CorpusRunner, write_config: WriteConfig
+) -> None:
+    """A glob's `**` descends into a linked folder; its files are outside the source folder."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "private.txt").write_text("someone else's notes, not for the corpus\n")
+    folder = tmp_path / "d"
+    folder.mkdir()
+    (folder / "a.txt").write_text("a perfectly good story about a cat and a dog\n")
+    (folder / "more").symlink_to(elsewhere, target_is_directory=True)
+    cfg = write_config(tmp_path / "c.json", _config(_spec(kind="text", path="d/**/*.txt")))
+    out = corpus("run", "--stage", "fetch", "--config", cfg, "--root", tmp_path / "root")
+    assert out.returncode == 65, out.stderr
+    line = _error_line(out.stderr)
+    assert f"{folder / 'more' / 'private.txt'} is a symbolic link out of {folder}" in line
     _assert_nothing_published(tmp_path / "root", 65)

@@ -95,6 +95,7 @@ CANNOT_BUILD = {  # file name -> (config, what its log line must say)
 def test_configs_that_cannot_build_are_logged_and_skipped(
     example: Path,
     root: Path,
+    tmp_path: Path,
     instance: dg.DagsterInstance,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
@@ -103,16 +104,20 @@ def test_configs_that_cannot_build_are_logged_and_skipped(
     (inbox / "junk.txt").write_text("not a tokenizer\n")
     for name, (raw, _) in CANNOT_BUILD.items():
         (inbox / name).write_text(json.dumps(raw))
+    outside = tmp_path / "outside"  # a config that would build, linked in from elsewhere
+    shutil.copytree(example.parent / "tiny", outside / "tiny")
+    shutil.copy(variant(example, "linked"), outside / "linked.json")
+    (inbox / "linked.json").symlink_to(outside / "linked.json")
     capfd.readouterr()
     result, cursor = _tick_with_cursor(instance, root, None)
     logged = capfd.readouterr().err.splitlines()  # the sensor's log lines (dagster's handler)
     assert isinstance(result, dg.SkipReason), result
     assert not (root / "configs").exists(), "a config that cannot build was registered"
     assert instance.get_dynamic_partitions(CORPUS_CONFIGS) == []
-    for name, (_, says) in CANNOT_BUILD.items():
+    for name, (_, says) in {**CANNOT_BUILD, "linked.json": (None, "link out of the inbox")}.items():
         (line,) = [m for m in logged if f"WARNING - {inbox / name}: not registered: " in m]
         assert says in line, logged
-    assert cursor is not None and set(json.loads(cursor)) == set(CANNOT_BUILD), (
+    assert cursor is not None and set(json.loads(cursor)) == {*CANNOT_BUILD, "linked.json"}, (
         "not looked at again"
     )
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-from collections.abc import Iterator
+from array import array
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -104,9 +107,14 @@ def fetch_source(
             _check_pin(spec, inputs)
         staging = fresh_dir(layout.raw_staging(key))
         progress.note(f"fetching source {spec.name} into raw/{key}")
+        def docs() -> Iterator[RawDoc]:
+            return read_source(cfg, spec, files, layout.raw / ".hf-cache")
+
+        ids = array("Q")
         try:
-            docs = read_source(cfg, spec, files, layout.raw / ".hf-cache")
-            parts, count, nbytes = _write_parts(_normalized(docs, spec, key), staging, progress)
+            rows = _normalized(docs(), spec, key, ids)
+            parts, count, nbytes = _write_parts(rows, staging, progress)
+            _refuse_repeated_ids(ids, docs, spec)
         except BaseException:
             remove_tree(staging)
             raise
@@ -161,8 +169,13 @@ def _check_unchanged(
         )
 
 
-def _normalized(docs: Iterator[RawDoc], spec: SourceSpec, key: str) -> Iterator[dict[str, str]]:
+def _normalized(
+    docs: Iterator[RawDoc], spec: SourceSpec, key: str, ids: array[int]
+) -> Iterator[dict[str, str]]:
+    """The raw cache's rows; the 64-bit hash of each document's own id goes to `ids`."""
     for row, doc in enumerate(docs):
+        if doc.source_id is not None:
+            ids.append(_id_hash(doc.source_id))
         yield {
             "id": doc.source_id if doc.source_id is not None else f"{key}:{row}",
             "text": doc.text,
@@ -170,6 +183,37 @@ def _normalized(docs: Iterator[RawDoc], spec: SourceSpec, key: str) -> Iterator[
             "license": spec.license,
             "meta": json.dumps(doc.meta, sort_keys=True, ensure_ascii=False, default=str),
         }
+
+
+def _id_hash(source_id: str) -> int:
+    return int.from_bytes(hashlib.blake2b(source_id.encode("utf-8"), digest_size=8).digest())
+
+
+def _refuse_repeated_ids(
+    ids: array[int], docs: Callable[[], Iterator[RawDoc]], spec: SourceSpec
+) -> None:
+    """DataError naming the first document whose id an earlier one of the source has, and it.
+
+    The rows whose id hash repeats are the suspects (8 bytes a row); a second read of the source
+    compares their ids exactly, so a hash collision alone is never an error.
+    """
+    hashes = np.frombuffer(ids, dtype=np.uint64)
+    order = np.argsort(hashes, kind="stable")
+    repeats = np.flatnonzero(hashes[order][1:] == hashes[order][:-1])
+    if not len(repeats):
+        return
+    suspects = set(order[repeats].tolist()) | set(order[repeats + 1].tolist())
+    first: dict[str, str] = {}
+    for row, doc in enumerate(docs()):
+        if row not in suspects or doc.source_id is None:
+            continue
+        if doc.source_id in first:
+            shown = doc.source_id if len(doc.source_id) <= 60 else doc.source_id[:57] + "..."
+            raise DataError(
+                f"{doc.where}: duplicate id {shown!r} (id_field {spec.id_field!r}), "
+                f"first at {first[doc.source_id]}; ids must be unique within a source"
+            )
+        first[doc.source_id] = doc.where
 
 
 def _write_parts(

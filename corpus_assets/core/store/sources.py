@@ -23,11 +23,13 @@ READ_CHUNK = 1 << 20
 
 @dataclass(frozen=True)
 class RawDoc:
-    """One document as read: its id in the source (or None), text and other fields."""
+    """One document as read: its id in the source (or None), text, other fields and where it is
+    (`file:line`, `file: row N`), for messages."""
 
     source_id: str | None
     text: str
     meta: dict[str, Any]
+    where: str
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,9 @@ class InputFile:
 def expand_inputs(cfg: LoadedConfig, spec: SourceSpec) -> list[Path]:
     """The files a local source names: one file, every file in a folder, or a glob.
 
-    A path that matches no file is a config error (a typo), raised before anything is read.
+    A path that matches no file is a config error (a typo), raised before anything is read. A
+    folder or a glob yields no file outside the folder it starts in: a symbolic link that leads
+    out of it is bad data (exit 65) naming the link; a file named directly may be a link.
     """
     target = cfg.resolve(spec.path)
     if any(ch in spec.path for ch in "*?["):
@@ -51,15 +55,41 @@ def expand_inputs(cfg: LoadedConfig, spec: SourceSpec) -> list[Path]:
             raise ConfigError(
                 f"source {spec.name!r}: no files match {spec.path!r} (in {target.parent})"
             )
-        return files
+        return _inside(spec, _glob_root(target), files)
     if target.is_file():
         return [target]
     if target.is_dir():
         files = sorted(p for p in target.rglob("*") if p.is_file() and not p.name.startswith("."))
         if not files:
             raise ConfigError(f"source {spec.name!r}: folder {target} holds no files")
-        return files
+        return _inside(spec, target, files)
     raise ConfigError(f"source {spec.name!r}: input not found: {target}")
+
+
+def _glob_root(pattern: Path) -> Path:
+    """The folder a glob starts in: its leading parts without a wildcard."""
+    fixed: list[str] = []
+    for part in pattern.parts:
+        if any(ch in part for ch in "*?["):
+            break
+        fixed.append(part)
+    return Path(*fixed)
+
+
+def _inside(spec: SourceSpec, folder: Path, files: list[Path]) -> list[Path]:
+    """`files`, after checking that each really lies in `folder` (links resolved)."""
+    if (link := link_out_of(folder, files)) is not None:
+        raise DataError(
+            f"source {spec.name!r}: {link} is a symbolic link out of {folder} (to "
+            f"{link.resolve()}); a folder or glob source reads only files inside it"
+        )
+    return files
+
+
+def link_out_of(folder: Path, paths: list[Path]) -> Path | None:
+    """The first of `paths` whose real location is outside `folder`'s, or None."""
+    real = folder.resolve()
+    return next((p for p in paths if not p.resolve().is_relative_to(real)), None)
 
 
 def describe_inputs(files: list[Path]) -> list[InputFile]:
@@ -112,7 +142,7 @@ def _text_of(record: dict[str, Any], spec: SourceSpec, where: str) -> RawDoc:
             raise DataError(f"{where}: no value for id field {spec.id_field!r}")
         source_id = str(record[spec.id_field])
     meta = {k: v for k, v in record.items() if k not in (spec.text_field, spec.id_field)}
-    return RawDoc(source_id, text, meta)
+    return RawDoc(source_id, text, meta, where)
 
 
 def read_jsonl(path: Path, spec: SourceSpec) -> Iterator[RawDoc]:
@@ -192,9 +222,10 @@ def read_text(path: Path, spec: SourceSpec) -> Iterator[RawDoc]:
         except UnicodeDecodeError as exc:
             at = line + raw.count(b"\n", 0, exc.start)
             raise DataError(f"{path}:{at}: not valid UTF-8 (byte 0x{raw[exc.start]:02x})") from None
+        where = f"{path}:{line}"
         line += raw.count(b"\n") + (spec.separator or "").count("\n")
         if doc:
-            yield RawDoc(None, doc, {"file": path.name})
+            yield RawDoc(None, doc, {"file": path.name}, where)
 
 
 def _split_file(path: Path, sep: bytes | None) -> Iterator[bytes]:
