@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,9 +20,10 @@ from pydantic import (
     model_validator,
 )
 
-from corpus_assets.core.errors import ConfigError
+from corpus_assets.core.errors import ConfigError, shown
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+NAME_RULE = "allowed: lowercase letters, digits, '.', '_', '-' (1-64, starting alphanumeric)"
 STAGES = ("fetch", "shard", "tokenize", "cleanup")
 SOURCE_KINDS = ("jsonl", "parquet", "text", "hf")
 DEFAULT_LICENSES = (
@@ -62,7 +64,9 @@ class SourceSpec(_Section):
     @classmethod
     def _known_kind(cls, value: str) -> str:
         if value not in SOURCE_KINDS:
-            raise ValueError(f"unknown source kind {value!r}; allowed: {', '.join(SOURCE_KINDS)}")
+            raise ValueError(
+                f"unknown source kind {shown(value)}; allowed: {', '.join(SOURCE_KINDS)}"
+            )
         return value
 
     @field_validator("license")
@@ -214,7 +218,9 @@ class DecontaminateSpec(_Section):
     @classmethod
     def _known_mode(cls, value: str) -> str:
         if value not in DECONTAMINATE_MODES:
-            raise ValueError(f"unknown mode {value!r}; allowed: {', '.join(DECONTAMINATE_MODES)}")
+            raise ValueError(
+                f"unknown mode {shown(value)}; allowed: {', '.join(DECONTAMINATE_MODES)}"
+            )
         return value
 
     @field_validator("sets")
@@ -464,13 +470,28 @@ def _explain(exc: ValidationError, raw: dict[str, Any]) -> str:
             messages.append(f"missing required key {_location(loc, raw)!r}")
         elif err["type"] == "string_pattern_mismatch" and loc[-1] in ("dataset", "version", "name"):
             messages.append(
-                f"{_location(loc, raw)} = {err['input']!r} is not a path-safe name; "
-                "allowed: lowercase letters, digits, '.', '_', '-' (1-64, starting alphanumeric)"
+                f"{_location(loc, raw)} is not a path-safe name: {name_problem(err['input'])}; "
+                + NAME_RULE
             )
         else:
             msg = err["msg"].removeprefix("Value error, ")
             messages.append(f"{_location(loc, raw) or 'config'}: {msg}")
     return "; ".join(messages)
+
+
+def name_problem(value: str) -> str:
+    """What makes `value` not a path-safe name, without quoting it (it may be a secret pasted
+    into the wrong key, and the message goes to logs)."""
+    if not value:
+        return "it is empty"
+    if len(value) > 64:
+        return f"it has {len(value)} characters"
+    if any(ch.isupper() for ch in value):
+        return "it has uppercase letters"
+    odd = sorted({ch for ch in value if not re.fullmatch(r"[a-z0-9._-]", ch)})
+    if odd:
+        return "it has " + ", ".join(repr(ch) for ch in odd[:3])
+    return "it starts with " + repr(value[0])
 
 
 def validate(raw: dict[str, Any], base_dir: Path) -> LoadedConfig:

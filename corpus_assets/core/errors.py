@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 EXIT_OK = 0
 EXIT_USAGE = 64
 EXIT_DATA = 65
@@ -44,3 +46,18 @@ class TransientError(CorpusError):
     """Network, timeout, lock busy, disk full: worth retrying with backoff (exit 75)."""
 
     exit_code = EXIT_TRANSIENT
+
+
+PLAIN_WORD = re.compile(r"[a-z0-9][a-z0-9._-]{0,23}")
+
+
+def shown(value: object) -> str:
+    """`value` as an error message may quote it: error lines go to logs, so a string is quoted
+    only when it is a short lowercase word (plainly not a secret), else named by its length."""
+    if value is None or isinstance(value, bool | int | float):
+        return repr(value)
+    if isinstance(value, str):
+        if PLAIN_WORD.fullmatch(value):
+            return repr(value)
+        return f"<{len(value)} characters, not shown>"
+    return f"a {type(value).__name__}"

@@ -26,13 +26,15 @@ from pydantic import (
 
 from corpus_assets.core.config import (
     NAME_PATTERN,
+    NAME_RULE,
     canon,
     config_base_dir,
+    name_problem,
     parse_text,
     read_config_text,
     sha256_hex,
 )
-from corpus_assets.core.errors import ConfigError
+from corpus_assets.core.errors import ConfigError, shown
 from corpus_assets.tasks.factory import split_ref
 from corpus_assets.tasks.types import PURPOSES, Purpose
 from corpus_assets.tasks.yaml_config import parse_yaml
@@ -52,7 +54,7 @@ def _ref(value: object) -> str:
 
 def _one_of(value: object, allowed: tuple[str, ...]) -> object:
     if value not in allowed:
-        raise ValueError(f"{value!r} is not allowed; allowed: {', '.join(allowed)}")
+        raise ValueError(f"{shown(value)} is not allowed; allowed: {', '.join(allowed)}")
     return value
 
 
@@ -128,14 +130,16 @@ class JobConfig(_Section):
             if isinstance(entry, str):
                 continue
             if not isinstance(entry, dict) or set(entry) != {"corpus"}:
+                what = f"a table of {', '.join(map(str, entry))}" if isinstance(entry, dict) else ""
                 raise ValueError(
-                    f"inputs[{i}] = {entry!r}: allowed: a file path, or {{corpus: <partition key>}}"
+                    f"inputs[{i}] is {what or shown(entry)}: allowed: a file path, "
+                    "or {corpus: <partition key>}"
                 )
             if not isinstance(entry["corpus"], str) or not re.match(
                 CORPUS_KEY_PATTERN, entry["corpus"]
             ):
                 raise ValueError(
-                    f"inputs[{i}].corpus = {entry['corpus']!r} is not a corpus partition key; "
+                    f"inputs[{i}].corpus = {shown(entry['corpus'])} is not a corpus partition key; "
                     "expected <dataset>-<version>-<hash12>"
                 )
         return value
@@ -227,13 +231,10 @@ def _clause(err: Any) -> str:
         required = [k for k, f in model.model_fields.items() if f.is_required()]
         return f"missing required key {where!r} (required: {', '.join(required)})"
     if err["type"] == "string_pattern_mismatch" and loc == ("name",):
-        return (
-            f"name = {err['input']!r} is not a path-safe name; allowed: lowercase letters, "
-            "digits, '.', '_', '-' (1-64, starting alphanumeric)"
-        )
+        return f"name is not a path-safe name: {name_problem(err['input'])}; {NAME_RULE}"
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"].endswith("_type") or err["type"] in ("greater_than_equal", "greater_than"):
-        msg = f"{msg}, got {err['input']!r}"
+        msg = f"{msg}, got {shown(err['input'])}"
     return f"{where or 'config'}: {msg}"
 
 

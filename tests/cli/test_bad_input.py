@@ -164,13 +164,12 @@ CASES = {
                             ("missing required key 'version'",)),
 }  # fmt: skip
 
-for _bad in ("../x", "A", "a/b", "", "a" * 65):
-    CASES[f"dataset {_bad!r}"] = Case(
-        {}, _config(dataset=_bad), 64, (f"dataset = {_bad!r} is not a path-safe name",)
-    )
-    CASES[f"version {_bad!r}"] = Case(
-        {}, _config(version=_bad), 64, (f"version = {_bad!r} is not a path-safe name",)
-    )
+for _bad, _why in (("../x", "it has '/'"), ("A", "uppercase"), ("a/b", "it has '/'"),
+                   ("", "it is empty"), ("a" * 65, "it has 65 characters")):  # fmt: skip
+    for _key in ("dataset", "version"):
+        CASES[f"{_key} {_bad!r}"] = Case(
+            {}, _config(**{_key: _bad}), 64, (f"{_key} is not a path-safe name: ", _why)
+        )
 
 
 def _error_line(stderr: str) -> str:
@@ -234,7 +233,7 @@ def test_a_bad_config_is_refused_by_every_command(
     for args in (("hash", cfg), ("cleanup", "--config", cfg, "--root", tmp_path / "r")):
         out = corpus(*args)
         assert out.returncode == 64, out.stderr
-        assert "'../escape' is not a path-safe name" in _error_line(out.stderr)
+        assert "dataset is not a path-safe name: it has '/'" in _error_line(out.stderr)
     assert not (tmp_path / "r").exists()
 
 

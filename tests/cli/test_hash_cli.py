@@ -88,4 +88,4 @@ def test_hash_bad_config_exits_64(corpus: CorpusRunner, tmp_path: Path) -> None:
     assert out.returncode == 64
     assert out.stdout == ""
     [line] = out.stderr.strip().splitlines()
-    assert "dataset = '../x' is not a path-safe name" in line
+    assert "dataset is not a path-safe name: it has '/'" in line

@@ -148,8 +148,35 @@ def test_unknown_key_in_a_later_source_names_that_source() -> None:
 )
 def test_dataset_and_version_must_be_path_safe(field: str, bad: str) -> None:
     message = _error(_with(**{field: bad}))
-    assert f"{field} = {bad!r} is not a path-safe name" in message
+    assert f"{field} is not a path-safe name: it " in message
     assert "lowercase letters, digits" in message
+    if len(bad) > 1:  # the value itself is never quoted (at most one character of it)
+        assert repr(bad) not in message
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("version", "Hunter2-SECRET", "version is not a path-safe name: it has uppercase letters"),
+        ("dataset", "../x", "dataset is not a path-safe name: it has '/'"),
+        ("dataset", "", "dataset is not a path-safe name: it is empty"),
+        ("version", "a" * 65, "version is not a path-safe name: it has 65 characters"),
+        ("version", ".hidden", "version is not a path-safe name: it starts with '.'"),
+        ("version", "pass word!", "version is not a path-safe name: it has ' ', '!'"),
+    ],
+)
+def test_a_bad_name_is_described_not_quoted(field: str, value: str, says: str) -> None:
+    message = _error(_with(**{field: value}))
+    assert says in message
+    if value:
+        assert value not in message
+
+
+def test_an_unknown_kind_is_quoted_only_when_it_is_a_short_word() -> None:
+    assert "unknown source kind 'csv'; allowed:" in _error(_with(sources=[_source(kind="csv")]))
+    message = _error(_with(sources=[_source(kind="sk-Live-9f8e7d6c5b4a")]))
+    assert "unknown source kind <20 characters, not shown>; allowed:" in message
+    assert "9f8e7d" not in message
 
 
 @pytest.mark.parametrize("good", ["a", "0", "a" * 64, "v1.2_rc-3", "a..b"])
@@ -188,7 +215,7 @@ def test_source_names_must_be_unique() -> None:
 
 def test_every_problem_is_reported_at_once() -> None:
     message = _error({"dataset": "A", "tokenizer": {"id": "bytes"}, "filters": {"x": 1}})
-    assert "dataset = 'A'" in message
+    assert "dataset is not a path-safe name" in message
     assert "missing required key 'version'" in message
     assert "unknown key 'x' in [filters]" in message
 

@@ -85,6 +85,10 @@ CANNOT_BUILD = {  # file name -> (config, what its log line must say)
         {**HAND, "tokenizer": {"id": "x", "path": "junk.txt"}, "sources": [SOURCE]},
         "junk.txt is not a valid tokenizer.json",
     ),
+    "secret-in-version.json": (
+        {**HAND, "version": "Hunter2-SECRET", "sources": [SOURCE]},
+        "version is not a path-safe name: it has uppercase letters",
+    ),
     "matches-nothing.json": (
         {**HAND, "sources": [{**SOURCE, "path": "tiny/*.parquet"}]},
         "no files match 'tiny/*.parquet'",
@@ -117,6 +121,9 @@ def test_configs_that_cannot_build_are_logged_and_skipped(
     for name, (_, says) in {**CANNOT_BUILD, "linked.json": (None, "link out of the inbox")}.items():
         (line,) = [m for m in logged if f"WARNING - {inbox / name}: not registered: " in m]
         assert says in line, logged
+    assert not [m for m in logged if "Hunter2" in m], (
+        "a config value that may be a secret was logged"
+    )
     assert cursor is not None and set(json.loads(cursor)) == {*CANNOT_BUILD, "linked.json"}, (
         "not looked at again"
     )

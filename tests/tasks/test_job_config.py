@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from corpus_assets.core.errors import EXIT_USAGE, ConfigError
+from corpus_assets.core.errors import EXIT_USAGE, ConfigError, shown
 from corpus_assets.tasks.config import (
     CalibrationSpec,
     ExecutionSpec,
@@ -196,7 +196,9 @@ def test_recipe_forms_that_are_accepted(good: str) -> None:
 @pytest.mark.parametrize("bad", ["train", "Harness", "", None, 1])
 def test_purpose_must_be_one_of_three(bad: Any) -> None:
     message = _error(_with(purpose=bad))
-    assert f"purpose: {bad!r} is not allowed; allowed: harness, model, joint" in message
+    assert f"purpose: {shown(bad)} is not allowed; allowed: harness, model, joint" in message
+    if isinstance(bad, str) and bad:  # a value that is no short lowercase word is not quoted
+        assert (repr(bad) in message) == (bad == "train"), message
 
 
 @pytest.mark.parametrize(
@@ -209,7 +211,7 @@ def test_purpose_must_be_one_of_three(bad: Any) -> None:
         ({"seed": -1}, "seed: Input should be greater than or equal to 0, got -1"),
         ({"max_batches": 0}, "max_batches: Input should be greater than or equal to 1, got 0"),
         ({"max_candidates": 0}, "max_candidates: Input should be greater than or equal to 1"),
-        ({"params": [1]}, "params: Input should be a valid dictionary, got [1]"),
+        ({"params": [1]}, "params: Input should be a valid dictionary, got a list"),
         ({"inputs": "a.jsonl"}, "inputs: Input should be a valid list, got 'a.jsonl'"),
         ({"inputs": ["a", "a"]}, "inputs: Value error, file paths must be distinct; repeated: a"),
         ({"execution": {"backend": "fork"}}, "execution.backend: 'fork' is not allowed; allowed:"),
@@ -220,14 +222,16 @@ def test_purpose_must_be_one_of_three(bad: Any) -> None:
             {"execution": {"retry_delay": 0}},
             "execution.retry_delay: Input should be greater than 0",
         ),
-        ({"name": "Bad/x"}, "name = 'Bad/x' is not a path-safe name; allowed: lowercase"),
+        ({"name": "Bad/x"}, "name is not a path-safe name: it has uppercase letters; allowed:"),
+        ({"name": "x/y"}, "name is not a path-safe name: it has '/'; allowed: lowercase"),
         (
             {"inputs": [{"corpus": "BAD"}]},
-            "inputs[0].corpus = 'BAD' is not a corpus partition key; expected <dataset>-",
+            "inputs[0].corpus = <3 characters, not shown> is not a corpus partition key; "
+            "expected <dataset>-",
         ),
         (
             {"inputs": [{"korpus": "x"}]},
-            "inputs[0] = {'korpus': 'x'}: allowed: a file path, or {corpus: <partition key>}",
+            "inputs[0] is a table of korpus: allowed: a file path, or {corpus: <partition key>}",
         ),
         (
             {"inputs": [{"corpus": "a-b-0123456789ab"}, {"corpus": "a-b-0123456789ab"}]},
