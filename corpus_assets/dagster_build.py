@@ -26,7 +26,12 @@ from corpus_assets.core.store.atomic import MANIFEST
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.dagster_compensate import compensating
 from corpus_assets.dagster_dead_runs import mark_dead_runs, process_tags
-from corpus_assets.dagster_instance import dagster_home, ensure_home, open_instance
+from corpus_assets.dagster_instance import (
+    dagster_home,
+    deaf_log_watchers,
+    ensure_home,
+    open_instance,
+)
 from corpus_assets.dagster_output import QUIET_LOGS, BuildOutput, error_message
 from corpus_assets.dagster_pg import open_postgres_instance
 from corpus_assets.definitions import build_defs
@@ -334,10 +339,11 @@ def ui(root: Path, host: str, port: int, url: str | None = None) -> NoReturn:
 
 def instance_for(root: Path, url: str | None = None) -> dg.DagsterInstance:
     """The data root's instance (DAGSTER_HOME, else `<root>/dagster`), or with a PostgreSQL
-    `url` the one whose storage is there (home `<root>/dagster-postgres`)."""
+    `url` the one whose storage is there (home `<root>/dagster-postgres`). The helper processes
+    of its runs' log capture leave a Ctrl-C to this process (`deaf_log_watchers`)."""
     if url is None:
-        return open_instance(root)
-    return open_postgres_instance(root, url)
+        return deaf_log_watchers(open_instance(root))
+    return deaf_log_watchers(open_postgres_instance(root, url))
 
 
 def _stderr(line: str) -> None:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from corpus_assets.core.signals import sigint_blocked
 from corpus_assets.core.store.atomic import write_bytes
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.locks import hold
@@ -84,3 +87,28 @@ def open_home(home: Path) -> dg.DagsterInstance:
     # would both try ("table runs already exists"), so opening is serialized.
     with hold(home / ".open.lock", f"the Dagster instance in {home}", timeout=120):
         return dg.DagsterInstance.get()
+
+
+def deaf_log_watchers(instance: dg.DagsterInstance) -> dg.DagsterInstance:
+    """`instance`, its compute log capture starting its helper processes with SIGINT blocked.
+
+    To mirror a run's stdout and stderr into its compute logs, Dagster's local compute log
+    manager starts a `tail -F` for each and, watching each tail, a Python process
+    (`watch_orphans.py`), all in this process group, where a Ctrl-C at the terminal would make
+    each watcher print a KeyboardInterrupt traceback. Started with SIGINT blocked they never
+    receive it (Dagster has no setting for this: this instance's manager gets a wrapping
+    `capture_logs`); Dagster's teardown still stops them with SIGTERM, and a watcher whose
+    parent dies still stops its tail.
+    """
+    manager = instance.compute_log_manager
+    capture = manager.capture_logs
+
+    @contextmanager
+    def capture_logs(log_key: Sequence[str]) -> Iterator[Any]:
+        with ExitStack() as stack:
+            with sigint_blocked():
+                context = stack.enter_context(capture(log_key))
+            yield context
+
+    manager.capture_logs = capture_logs  # type: ignore[method-assign]
+    return instance

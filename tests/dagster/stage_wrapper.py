@@ -7,6 +7,7 @@ Modes (applied only to `corpus run --stage STAGE`, or every stage without --stag
   stall-once=SECS   the first attempt prints nothing and sleeps; later attempts run for real
   stall=SECS        every attempt prints nothing and sleeps (a hung stage)
   corrupt-shard     run for real, then flip bytes in the middle of the first shard file
+  hang-task=INDEX   run for real, but shard task INDEX sleeps silently in its pool worker
 Anything else runs the real CLI unchanged. The child replaces this process (same pid, signals).
 """
 
@@ -17,6 +18,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 
 def main() -> None:
@@ -41,6 +43,11 @@ def main() -> None:
     if (mode == "stall-once" and n == 0) or mode == "stall":
         time.sleep(float(value))
         sys.exit(0)
+    if mode == "hang-task":
+        _hang_shard_task(int(value), opts.state / "hung.pid")
+        from corpus_assets.cli import main as corpus_main
+
+        corpus_main(args)
     if mode == "corrupt-shard":
         import subprocess
 
@@ -58,6 +65,24 @@ def main() -> None:
             shard.write_bytes(bytes(data))
         sys.exit(code)
     os.execv(real[0], real)
+
+
+def _hang_shard_task(index: int, pidfile: Path) -> None:
+    """Make shard task `index` hang silently in whichever pool worker runs it (the workers are
+    forked from this process, so they inherit the patched function); the worker writes its pid
+    to `pidfile` first."""
+    from corpus_assets.core.stages import shard_tasks
+
+    real = shard_tasks.run_task
+
+    def run_task(cfg: Any, task: Any, *rest: Any) -> Any:
+        if task.index == index:
+            pidfile.write_text(str(os.getpid()))
+            time.sleep(3600)
+        return real(cfg, task, *rest)
+
+    run_task.__module__, run_task.__qualname__ = real.__module__, real.__qualname__  # pickled
+    shard_tasks.run_task = run_task  # type: ignore[assignment]
 
 
 if __name__ == "__main__":

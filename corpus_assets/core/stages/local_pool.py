@@ -8,6 +8,9 @@ past it, a TransientError (exit 75) names the last dead worker's pid and how it 
 
 A task writes its files under temporary names, renames them into place, then writes its marker,
 so a task killed mid-write leaves nothing under a final name and its rerun overwrites cleanly.
+
+Workers ignore SIGINT: a Ctrl-C (or a stage runner's stop) reaches the whole process group, and
+the stage process, not each worker, answers it: it stops its workers and exits with one line.
 """
 
 from __future__ import annotations
@@ -15,19 +18,21 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager, suppress
 from multiprocessing.context import BaseContext
 from multiprocessing.process import BaseProcess
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from corpus_assets.core.errors import TransientError
+from corpus_assets.core.signals import ignore_sigint, sigint_blocked
 from corpus_assets.core.stages.ray_tasks import RETRIES
 
 DEATH_WAIT_S = 2.0  # for a broken pool to stop its other workers
 T = TypeVar("T")
 R = TypeVar("R")
+P = ParamSpec("P")
 
 
 class WorkerDied(Exception):
@@ -41,10 +46,14 @@ def open_pool(
     initializer: Callable[..., object] | None = None,
     initargs: tuple[Any, ...] = (),
 ) -> Iterator[ProcessPoolExecutor]:
-    """A process pool, shut down on exit; a BrokenProcessPool inside becomes a WorkerDied."""
-    pool = ProcessPoolExecutor(workers, ctx, initializer=initializer, initargs=initargs)
+    """A process pool, shut down on exit; a BrokenProcessPool inside becomes a WorkerDied, a
+    KeyboardInterrupt stops the workers (which ignore SIGINT) before it goes on."""
+    pool = _Pool(workers, ctx, initializer=_start_worker, initargs=(initializer, initargs))
     try:
         yield pool
+    except KeyboardInterrupt:
+        _terminate(pool)
+        raise
     except BrokenProcessPool:
         raise WorkerDied(_death(pool)) from None  # read before shutdown forgets the workers
     except (OSError, RuntimeError):
@@ -54,6 +63,28 @@ def open_pool(
         raise WorkerDied(_death(pool)) from None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Pool(ProcessPoolExecutor):
+    """A ProcessPoolExecutor whose workers start with SIGINT blocked, then ignore it."""
+
+    def submit(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
+        with sigint_blocked():  # the pool starts its worker processes inside submit
+            return super().submit(fn, *args, **kwargs)
+
+
+def _start_worker(initializer: Callable[..., object] | None, initargs: tuple[Any, ...]) -> None:
+    """In a new worker: ignore SIGINT, then run the pool's own initializer."""
+    ignore_sigint()
+    if initializer is not None:
+        initializer(*initargs)
+
+
+def _terminate(pool: ProcessPoolExecutor) -> None:
+    """SIGTERM every worker of `pool`: a task killed mid-write leaves only temporary files."""
+    for process in list((pool._processes or {}).values()):
+        with suppress(ValueError, OSError):  # closed, or gone already
+            process.terminate()
 
 
 def run_with_rebuilds(
