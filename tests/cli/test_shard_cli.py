@@ -281,10 +281,43 @@ def test_copies_that_differ_only_in_pii_are_exact_duplicates(tmp_path: Path) -> 
     assert m["duplicates"]["exact"] == 1 and m["pii"]["email"] == 1
 
 
-def test_filters_that_drop_every_document_publish_an_empty_build(tmp_path: Path) -> None:
+def test_filters_that_drop_every_document_are_exit_65_and_publish_nothing(tmp_path: Path) -> None:
     cfg = config(tmp_path, tiny_source() + "[filters]\nmin_chars = 1000000\n")
-    out = build(cfg, tmp_path / "root")
-    assert out["documents_out"] == 0
-    assert out["documents_in"] == sum(out["dropped"].values())  # type: ignore[union-attr]
-    manifest = next((tmp_path / "root").glob("corpus/t/v1/*/_MANIFEST.json"))
-    assert corpus("verify", str(manifest)).returncode == 0
+    root = tmp_path / "root"
+    corpus("run", "--stage", "fetch", "--config", str(cfg), "--root", str(root))
+    out = corpus("run", "--stage", "shard", "--config", str(cfg), "--root", str(root), check=False)
+    assert out.returncode == 65, out.stderr
+    (line,) = [x for x in out.stderr.splitlines() if "error" in x]
+    assert line.startswith("corpus run: error: no document survived the filters: ")
+    fetched = json.loads(next((root / "raw").glob("*/_SOURCE.json")).read_text())["documents"]
+    assert f"{fetched:,} too_few_chars (of {fetched:,})" in line
+    assert "Traceback" not in out.stderr and out.stdout == ""
+    assert not (root / "corpus").exists() or not list((root / "corpus").rglob("_MANIFEST.json"))
+    tokenize = corpus(
+        "run", "--stage", "tokenize", "--config", str(cfg), "--root", str(root), check=False
+    )
+    assert tokenize.returncode == 64 and "materialize shards first" in tokenize.stderr
+
+
+def test_one_huge_document_is_dropped_and_nothing_published(tmp_path: Path) -> None:
+    """A 30 MB JSON line beside a good document: dropped as too_many_chars before its words are
+    split; alone, it leaves no document (exit 65). Its memory: bench/bench_big_document.py."""
+    big = "a quiet story about a cat. " * 1_200_000
+    good = "A small story about a cat and a dog who walked to the river one quiet morning."
+    (tmp_path / "in.jsonl").write_text(
+        json.dumps({"text": big}) + "\n" + json.dumps({"text": good}) + "\n", encoding="utf-8"
+    )
+    source = '[[sources]]\nname = "one"\nkind = "jsonl"\npath = "in.jsonl"\nlicense = "mit"\n'
+    out = build(config(tmp_path, source + "[licenses]\nallow = ['mit']\n"), tmp_path / "root")
+    assert (out["documents_in"], out["documents_out"]) == (2, 1)
+    assert out["dropped"] == {"too_many_chars": 1}
+
+    (tmp_path / "in.jsonl").write_text(json.dumps({"text": big}) + "\n", encoding="utf-8")
+    cfg = config(tmp_path, source.replace('"one"', '"alone"') + "[licenses]\nallow = ['mit']\n")
+    corpus("run", "--stage", "fetch", "--config", str(cfg), "--root", str(tmp_path / "root"))
+    alone = corpus(
+        "run", "--stage", "shard", "--config", str(cfg), "--root", str(tmp_path / "root"),
+        check=False,
+    )  # fmt: skip
+    assert alone.returncode == 65, alone.stderr
+    assert "no document survived the filters: 1 too_many_chars (of 1)" in alone.stderr

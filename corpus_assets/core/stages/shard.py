@@ -36,7 +36,7 @@ from corpus_assets.core.stages.shard_verify import verify_shards
 from corpus_assets.core.stages.shard_write_tasks import write_shards_on
 from corpus_assets.core.stages.shard_writer import write_shards
 from corpus_assets.core.store import ledger
-from corpus_assets.core.store.arrow import skip_pandas, use_system_allocator
+from corpus_assets.core.store.arrow import skip_pandas
 from corpus_assets.core.store.atomic import (
     MANIFEST,
     fresh_dir,
@@ -108,7 +108,6 @@ def _shard(
         raise ConfigError("the config has no [[sources]]; the shard stage needs at least one")
     sources = check_sources(cfg, layout)
     skip_pandas()  # before the workers fork: none of them imports it
-    use_system_allocator()
     final = layout.shards(cfg)
     if (final / MANIFEST).exists() and not verify_shards(final / MANIFEST):
         progress.note(f"already published: {final.relative_to(layout.root)}")
@@ -117,6 +116,7 @@ def _shard(
     tasks = plan_tasks(layout, sources)
     screens = prepare(cfg, layout, work, progress)
     outputs = run_tasks(cfg, layout, tasks, work / "tasks", workers, progress, screens, session)
+    _refuse_empty(outputs)
     progress.note(f"deduplicating {sum(o.kept for o in outputs):,} filtered documents")
     dedup = duplicates(cfg, outputs, work / "tasks", progress, session)
     counts = {"exact": int(dedup.exact.sum()), "near": int(dedup.near.sum())}
@@ -137,6 +137,20 @@ def _shard(
     remove_tree(work)
     progress.done()
     return result_of(final / MANIFEST, cached=False)
+
+
+def _refuse_empty(outputs: list[TaskOutput]) -> None:
+    """DataError when the filters and screens kept no document: an empty corpus is no result."""
+    if any(o.kept for o in outputs):
+        return
+    dropped: Counter[str] = Counter()
+    for o in outputs:
+        dropped.update(o.dropped)
+    why = ", ".join(f"{n:,} {reason}" for reason, n in dropped.most_common()) or "none read"
+    raise DataError(
+        f"no document survived the filters: {why} (of {sum(o.docs_in for o in outputs):,}); "
+        "nothing to publish: check the sources or loosen [filters]"
+    )
 
 
 def check_sources(cfg: LoadedConfig, layout: Layout) -> list[dict[str, Any]]:

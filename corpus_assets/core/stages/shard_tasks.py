@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from corpus_assets.core.config import LoadedConfig
@@ -34,6 +35,7 @@ from corpus_assets.core.stages.screen import (
     excluded_by_key,
 )
 from corpus_assets.core.stages.screen_index import NO_SCREENS, Screens
+from corpus_assets.core.store.arrow import release_freed_pages
 from corpus_assets.core.store.atomic import atomic_writer, write_bytes, write_json
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.progress import Progress
@@ -176,9 +178,11 @@ def _execute(
 
 def read_task(task: Task) -> pa.Table:
     """The raw documents of one task, as the shard stage reads them (also `corpus report`)."""
-    return pq.ParquetFile(task.part).read_row_group(
-        task.row_group, columns=["id", "text", "source", "license"]
+    table = pq.ParquetFile(task.part, pre_buffer=False).read_row_group(
+        task.row_group, columns=["id", "text", "source", "license"], use_threads=False
     )
+    release_freed_pages()  # the reader's page buffers: as large as the largest document
+    return table
 
 
 def run_task(
@@ -198,9 +202,11 @@ def run_task(
     dropped: Counter[str] = Counter()
     rows: list[int] = []
     texts: list[str] = []
-    bytes_in = 0
-    for row, raw in enumerate(table.column("text").to_pylist()):
-        bytes_in += len(raw.encode("utf-8"))
+    bytes_in = pc.sum(pc.binary_length(table.column("text"))).as_py() or 0
+    raws = table.column("text").to_pylist()
+    table = table.drop_columns("text")  # the texts are Python strings now: Arrow's copy goes
+    release_freed_pages()
+    for row, raw in enumerate(raws):
         if row in listed:
             screening.drop(EXCLUDED, listed[row], doc(row), by="id")
             continue

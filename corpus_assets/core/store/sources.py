@@ -146,12 +146,17 @@ def _text_of(record: dict[str, Any], spec: SourceSpec, where: str) -> RawDoc:
 
 
 def read_jsonl(path: Path, spec: SourceSpec) -> Iterator[RawDoc]:
+    """One document per line. Memory: about twice the longest line (its bytes are released
+    once decoded, its decoded line once parsed)."""
     with open(path, "rb") as fh:
         for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
+            if line.isspace():
                 continue
             where = f"{path}:{lineno}"
-            record = _json_line(line, path, lineno, where)
+            decoded = _decode(line, path, lineno)
+            del line
+            record = _json_line(decoded, where)
+            del decoded
             if not isinstance(record, dict):
                 raise DataError(
                     f"{where}: a JSON line must be an object, got {type(record).__name__}"
@@ -159,15 +164,13 @@ def read_jsonl(path: Path, spec: SourceSpec) -> Iterator[RawDoc]:
             yield _text_of(record, spec, where)
 
 
-SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # a \uD800-\uDFFF escape
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # a \uD800-\uDFFF escape
 
 
-def _json_line(line: bytes, path: Path, lineno: int, where: str) -> Any:
+def _json_line(line: str, where: str) -> Any:
     """One JSON value; strict JSON only: anything else is bad data at `where` (exit 65)."""
     try:
-        record = json.loads(
-            _decode(line, path, lineno), parse_constant=_no_constant, parse_float=_finite
-        )
+        record = json.loads(line, parse_constant=_no_constant, parse_float=_finite)
     except json.JSONDecodeError as exc:
         raise DataError(f"{where}: malformed JSON line: {exc.msg} (column {exc.colno})") from None
     except RecursionError:
@@ -214,16 +217,20 @@ def read_parquet(path: Path, spec: SourceSpec) -> Iterator[RawDoc]:
 
 
 def read_text(path: Path, spec: SourceSpec) -> Iterator[RawDoc]:
-    """One document per file, or per `separator`-delimited part, streamed (memory: one part)."""
+    """One document per file, or per `separator`-delimited part, streamed. Memory: about twice
+    the longest part (its bytes are released once decoded)."""
     line = 1
     for raw in _split_file(path, spec.separator.encode("utf-8") if spec.separator else None):
         try:
-            doc = raw.decode("utf-8").strip()
+            decoded = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             at = line + raw.count(b"\n", 0, exc.start)
             raise DataError(f"{path}:{at}: not valid UTF-8 (byte 0x{raw[exc.start]:02x})") from None
+        del raw
         where = f"{path}:{line}"
-        line += raw.count(b"\n") + (spec.separator or "").count("\n")
+        line += decoded.count("\n") + (spec.separator or "").count("\n")
+        doc = decoded.strip()
+        del decoded
         if doc:
             yield RawDoc(None, doc, {"file": path.name}, where)
 
@@ -243,10 +250,18 @@ def _split_file(path: Path, sep: bytes | None) -> Iterator[bytes]:
             buf += chunk
             start = 0
             while (hit := buf.find(sep, max(scan, start))) != -1:
-                yield bytes(buf[start:hit])
+                with memoryview(buf) as view:  # one copy of the part, not two
+                    yield bytes(view[start:hit])
                 start = hit + len(sep)
             del buf[:start]
-    yield bytes(buf)
+    yield _drained(buf)
+
+
+def _drained(buf: bytearray) -> bytes:
+    """The bytes of `buf`, which is left empty (the caller keeps no second copy)."""
+    out = bytes(buf)
+    buf.clear()
+    return out
 
 
 def read_hf(cfg: LoadedConfig, spec: SourceSpec, cache_dir: Path) -> Iterator[RawDoc]:

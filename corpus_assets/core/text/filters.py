@@ -49,9 +49,15 @@ def make_filter(spec: FilterSpec) -> Filter:
     """A function of one text: None to keep it, or the reason of the first check it fails."""
     if not spec.enabled:
         return _keep_all
+    low, high = spec.min_chars, spec.max_chars
     checks = _checks(spec)
 
     def check(text: str) -> str | None:
+        # characters first, before the words are split: a huge document costs no word list
+        if low is not None and len(text) < low:
+            return TOO_FEW_CHARS
+        if high is not None and len(text) > high:
+            return TOO_MANY_CHARS
         words = text.split()
         for run in checks:
             reason = run(text, words)
@@ -67,9 +73,9 @@ def _keep_all(text: str) -> str | None:
 
 
 def _checks(spec: FilterSpec) -> list[Check]:
-    """The enabled checks, cheapest first; a threshold of None leaves its check out."""
+    """The enabled checks after the characters', cheapest first; a threshold of None leaves
+    its check out."""
     checks: list[Check] = []
-    _bounded(checks, _n_chars, spec.min_chars, spec.max_chars, TOO_FEW_CHARS, TOO_MANY_CHARS)
     _bounded(checks, _n_words, spec.min_words, spec.max_words, TOO_FEW_WORDS, TOO_MANY_WORDS)
     low, high = spec.min_mean_word_length, spec.max_mean_word_length
     _bounded(checks, mean_word_length, low, high, MEAN_WORD_LENGTH, MEAN_WORD_LENGTH)
@@ -116,10 +122,6 @@ def _duplicate_check(max_lines: float | None, max_chars: float | None) -> Check:
         return None
 
     return check
-
-
-def _n_chars(text: str, words: Words) -> float:
-    return len(text)
 
 
 def _n_words(text: str, words: Words) -> float:
