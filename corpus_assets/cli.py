@@ -6,6 +6,7 @@ Stage commands import no Dagster (they start fast); `build`, `register` and `ui`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import traceback
@@ -197,6 +198,8 @@ def _instance_url(args: argparse.Namespace) -> str | None:
 def cmd_verify(args: argparse.Namespace) -> int:
     from corpus_assets.core.stages.verify import verify_path
 
+    if _is_task_output(Path(args.path)):
+        return _verify_task_snapshot(Path(args.path))
     problems = verify_path(Path(args.path))
     for problem in problems:
         print(f"{problem}", file=sys.stderr)
@@ -205,6 +208,39 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
         raise DataError(f"{args.path}: {len(problems)} problem(s) found")
     print(f"ok: {args.path}")
+    return EXIT_OK
+
+
+def _is_task_output(path: Path) -> bool:
+    """A task snapshot, its `manifest.json`, or a data job's folder (not a corpus output)."""
+    from corpus_assets.core.stages.verify import SOURCE_FILE
+    from corpus_assets.core.store.atomic import MANIFEST
+    from corpus_assets.tasks import snapshot
+
+    if path.is_file():
+        return path.name == snapshot.MANIFEST
+    if not path.is_dir() or (path / MANIFEST).exists() or (path / SOURCE_FILE).exists():
+        return False
+    names = (snapshot.MANIFEST, *snapshot.DATA_FILES, "dataset", "job.json")
+    return any((path / name).exists() for name in names)
+
+
+def _verify_task_snapshot(path: Path) -> int:
+    """`corpus verify` of a task snapshot: `load_snapshot`'s checks, one line either way."""
+    from corpus_assets.core.errors import DataError
+    from corpus_assets.tasks.snapshot import load_snapshot
+
+    folder = path.parent if path.is_file() else path
+    job_file = folder / "job.json"
+    if job_file.is_file() and not (folder / "dataset").exists():
+        state = "unreadable"
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            state = str(json.loads(job_file.read_text(encoding="utf-8")).get("state"))
+        raise DataError(f"{folder}: a data job folder with no snapshot (job.json state: {state})")
+    snapshot = load_snapshot(folder)
+    print(
+        f"ok: task snapshot {snapshot.path}: {snapshot.rows} rows, dataset_id {snapshot.dataset_id}"
+    )
     return EXIT_OK
 
 
@@ -330,8 +366,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     c.set_defaults(func=cmd_cleanup)
 
-    v = sub.add_parser("verify", help="verify a manifest (or the folder holding it) and its files")
-    v.add_argument("path", help="a _MANIFEST.json / _SOURCE.json or its folder")
+    v = sub.add_parser(
+        "verify", help="verify a manifest (or the folder holding it) and its files, or a snapshot"
+    )
+    v.add_argument(
+        "path",
+        help="a _MANIFEST.json / _SOURCE.json or its folder; a task snapshot (its manifest.json "
+        "or folder) or the data job folder holding it",
+    )
     v.set_defaults(func=cmd_verify)
     rp = sub.add_parser(
         "report", help="write REPORT.md, plots and report.json beside a verified build's shards"

@@ -48,6 +48,11 @@ class TransientError(CorpusError):
     exit_code = EXIT_TRANSIENT
 
 
+class DiskError(CorpusError):
+    """A file operation failed for another reason than a full, read-only or forbidden disk (an
+    I/O error, say): a corpus stage gives up (exit 1); a task job retries it, as every OSError."""
+
+
 PLAIN_WORD = re.compile(r"[a-z0-9][a-z0-9._-]{0,23}")
 
 

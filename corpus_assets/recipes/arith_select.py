@@ -3,6 +3,8 @@
 Without calibration: round-robin over streams, by task id within a stream. With it (issue 12):
 a task is eligible when every repeat was graded and it was not right in all of them; tasks
 right in some repeats rank before tasks never right, in a seeded shuffle within each level.
+A candidate's bucket is its stream in its batch, so `maximum_per_recipe` caps how many tasks
+one stream gives from one batch: a later batch's candidates of that stream are still taken.
 The executor merges the ranked candidates (`corpus_assets.tasks.ranking`); `finalize` checks
 the result against the target and the family and one-pass minimums.
 """
@@ -84,12 +86,20 @@ def _statistics(chosen: list[tuple[str, DataSample]], available: int) -> dict[st
 
 
 def calibrated_policy(minimum_per_family: int, maximum_per_stream: int) -> SelectionPolicy:
-    """Every family's minimum (in `FAMILIES` order; none when 0) and the per-stream cap."""
+    """Every family's minimum (in `FAMILIES` order; none when 0) and the cap per bucket
+    (stream and batch)."""
     minima = {family: minimum_per_family for family in FAMILIES} if minimum_per_family else {}
     return SelectionPolicy(minimum_per_group=minima, maximum_per_bucket=maximum_per_stream)
 
 
-def rank(sample: DataSample, scores: Sequence[float | None], seed: int) -> RankedCandidate | None:
+def bucket(stream: str, batch_index: int) -> str:
+    """The selection bucket of a stream's candidates of one batch: `<stream>@<batch>`."""
+    return f"{stream}@{batch_index}"
+
+
+def rank(
+    sample: DataSample, scores: Sequence[float | None], seed: int, batch_index: int
+) -> RankedCandidate | None:
     """The sample's place by its repeat scores, or None: uncalibrated, incomplete or too easy."""
     if not scores or any(score is None for score in scores):
         return None
@@ -103,7 +113,7 @@ def rank(sample: DataSample, scores: Sequence[float | None], seed: int) -> Ranke
         priority=CORRECT_ONCE_PRIORITY if correct else WRONG_ALWAYS_PRIORITY,
         tie_breaker=tie_breaker(seed, sample.task_id),
         group=family,
-        bucket=stream,
+        bucket=bucket(stream, batch_index),
         metadata={"correct": correct, "repeats": len(scores), "family": family, "stream": stream},
     )
 
@@ -155,7 +165,7 @@ def _calibrated_statistics(
     """Eligible and selected counts, right-once and never-right counts, per family and stream."""
     outcomes = Counter(_outcome(c) for c in chosen)
     families = Counter(c.group for c in chosen)
-    streams = Counter(c.bucket for c in chosen)
+    streams = Counter(str(c.metadata.get("stream", "")) for c in chosen)
     return {
         "calibrated": True,
         "eligible": eligible_count,

@@ -4,13 +4,12 @@ Sixteen streams (eight families, two sentence structures each). Every sample is 
 own generator, seeded through sha256 from the job seed, the batch index, the stream name and the
 sample's index in its stream, so any process builds the same batch and any contiguous range of
 it (a `GenerationShard`) is built alone, without the samples before it. A batch interleaves the
-streams round by round. `maximum_per_recipe` caps each stream over the whole job as a function
-of the batch index and `candidate_count` alone (stream quota per batch × batch index), never of
-hidden state: a recipe rebuilt in another worker gives the same batches.
+streams round by round; every batch has `candidate_count` samples, whatever was selected before.
 
 Selection is round-robin over streams (`select`) without calibration; with it, the ranking
 hooks (`selection_policy`, `rank`, `finalize_selection`, in `arith_select`) prefer tasks the
-model got right in some repeats but not all, with `minimum_per_family` and `minimum_one_pass`.
+model got right in some repeats but not all, with `minimum_per_family` (on by default),
+`minimum_one_pass`, and `maximum_per_recipe`, the selection's cap per stream and batch.
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ from corpus_assets.tasks.types import (
 DEFAULTS: dict[str, int] = {
     "candidate_count": 64,
     "maximum_per_recipe": 1000,
-    "minimum_per_family": 0,
+    "minimum_per_family": 1,  # family coverage: every family in a calibrated selection
     "minimum_one_pass": 0,
 }
 AT_LEAST_ZERO = frozenset({"minimum_per_family", "minimum_one_pass"})
@@ -142,22 +141,18 @@ class ArithmeticRecipe:
         self.minimum_per_family = minimum_per_family
         self.minimum_one_pass = minimum_one_pass
 
-    def quota(self, stream_index: int, batch_index: int) -> int:
-        """How many samples stream `stream_index` yields in batch `batch_index` (the job cap)."""
+    def quota(self, stream_index: int) -> int:
+        """How many samples stream `stream_index` yields in every batch."""
         per_batch = self.candidate_count // len(STREAMS)
-        per_batch += 1 if stream_index < self.candidate_count % len(STREAMS) else 0
-        already = per_batch * batch_index
-        return max(0, min(per_batch, self.maximum_per_recipe - already))
+        return per_batch + (1 if stream_index < self.candidate_count % len(STREAMS) else 0)
 
-    def quotas(self, batch_index: int) -> list[int]:
-        """Every stream's quota in batch `batch_index`, in `STREAMS` order."""
-        return [self.quota(index, batch_index) for index in range(len(STREAMS))]
+    def quotas(self) -> list[int]:
+        """Every stream's quota in a batch, in `STREAMS` order."""
+        return [self.quota(index) for index in range(len(STREAMS))]
 
     def generate(self, context: GenerateContext) -> Iterator[DataSample]:
         """`candidate_count` samples spread over the streams, interleaved: every shard in order."""
-        return self.generate_shard(
-            context, GenerationShard(0, sum(self.quotas(context.batch_index)))
-        )
+        return self.generate_shard(context, GenerationShard(0, self.candidate_count))
 
     def generation_shards(
         self, context: GenerateContext, shard_size: int
@@ -165,7 +160,7 @@ class ArithmeticRecipe:
         """Contiguous ranges of at most `shard_size` positions that together are the batch."""
         if isinstance(shard_size, bool) or not isinstance(shard_size, int) or shard_size < 1:
             raise ValueError(f"shard_size must be an integer >= 1, got {shard_size!r}")
-        total = sum(self.quotas(context.batch_index))
+        total = self.candidate_count
         for start in range(0, total, shard_size):
             yield GenerationShard(start, min(start + shard_size, total))
 
@@ -175,7 +170,7 @@ class ArithmeticRecipe:
         """Positions `shard.start ..< shard.stop` of `generate(context)`, built on their own."""
         if not 0 <= shard.start <= shard.stop:
             raise ValueError(f"a shard needs 0 <= start <= stop, got {shard}")
-        quotas = self.quotas(context.batch_index)
+        quotas = self.quotas()
         for stream_index, index_in_stream in interleaved(quotas, shard.start, shard.stop):
             stream = STREAMS[stream_index]
             rng = sample_rng(context.seed, context.batch_index, stream.name, index_in_stream)
@@ -214,7 +209,8 @@ class ArithmeticRecipe:
     def selection_policy(
         self, context: GenerateContext, calibrated: bool
     ) -> SelectionPolicy | None:
-        """None without calibration (`select` decides); else family minima and the stream cap."""
+        """None without calibration (`select` decides); else family minima and the cap per
+        stream and batch."""
         if not calibrated:
             return None
         return arith_select.calibrated_policy(self.minimum_per_family, self.maximum_per_recipe)
@@ -223,7 +219,7 @@ class ArithmeticRecipe:
         self, sample: DataSample, scores: Sequence[float | None], context: GenerateContext
     ) -> RankedCandidate | None:
         """Right in some repeats first, never right next; None when not eligible."""
-        return arith_select.rank(sample, scores, context.seed)
+        return arith_select.rank(sample, scores, context.seed, context.batch_index)
 
     def finalize_selection(
         self, selected: RankedSelection, eligible_count: int, context: GenerateContext

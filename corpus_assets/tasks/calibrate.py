@@ -164,7 +164,7 @@ class CalibrateStep:
                 t.task_id,
                 r,
                 canonical(found[(t.task_id, r)].response),
-                found[(t.task_id, r)].failure_reason,
+                found[(t.task_id, r)].failure_reason or None,  # "" is no failure
             )
             for t in tasks
             for r in range(self.repeats)

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from corpus_assets.core.errors import DataError
 from corpus_assets.tasks.types import JSON, PublicTask, Purpose
@@ -27,7 +28,8 @@ class CalibrationError(DataError):
 
 @dataclass(frozen=True)
 class Attempt:
-    """One response to one task in one zero-based repeat; a failure reason means no score."""
+    """One response to one task in one zero-based repeat; a non-empty failure reason means
+    the attempt failed and gets no score (`None` and `""` mean it did not fail)."""
 
     task_id: str
     repeat: int
@@ -56,7 +58,13 @@ class CalibrationContext:
     batch_task_ids: Sequence[str] = ()  # all of the batch's retained candidates, in order
 
 
-Calibrator = Callable[[Sequence[PublicTask], CalibrationContext], Awaitable[CalibrationBatch]]
+class Calibrator(Protocol):
+    """What a calibration factory returns: `await calibrator(tasks, context)`, any async callable
+    (a function, or an object with an async `__call__`) taking these two arguments."""
+
+    def __call__(
+        self, tasks: Sequence[PublicTask], context: CalibrationContext, /
+    ) -> Awaitable[CalibrationBatch]: ...
 
 
 def public_copies(tasks: Sequence[PublicTask]) -> list[PublicTask]:

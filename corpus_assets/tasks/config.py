@@ -1,5 +1,9 @@
 """The data-job config: YAML, TOML or JSON, pydantic models, and the content identity.
 
+`DataJobConfig` is the config in Python and what the loader gives; `loaded_config` turns it (or
+a file's path) into a `LoadedJobConfig`, the form the executor runs: model, raw form, identity
+and resolved file paths.
+
 The identity is the corpus configs' rule (`core.config.canon`): the config as written (defaults
 are not filled in), keys sorted at every level, `,`/`:` separators, UTF-8 unescaped, then
 sha256. One exception: the `execution` table is left out of the hashed form, because how a job
@@ -8,10 +12,11 @@ runs (workers, backend, batch size, retries) never changes the snapshot it publi
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -21,7 +26,9 @@ from pydantic import (
     StrictInt,
     StrictStr,
     ValidationError,
+    ValidatorFunctionWrapHandler,
     field_validator,
+    model_validator,
 )
 
 from corpus_assets.core.config import (
@@ -167,6 +174,37 @@ class JobConfig(_Section):
         return [i.corpus for i in self.inputs if isinstance(i, CorpusInputSpec)]
 
 
+class DataJobConfig(JobConfig):
+    """A data job's config: the config file's keys as fields, plus `base_dir`.
+
+    `base_dir` is the folder that relative `inputs` and `exclusions` resolve against: the working
+    directory when the config is made, or the config file's folder when a file is loaded. It is
+    not a key of the file and not part of the identity. A bad value is one `ConfigError` line.
+    """
+
+    base_dir: Annotated[Path, Field(default_factory=Path.cwd, exclude=True, strict=False)]
+
+    @field_validator("base_dir")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        return value.expanduser().absolute()
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _one_line(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        """Validation errors as one `ConfigError` line naming the keys, as for a file."""
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            clauses = "; ".join(_clause(e) for e in exc.errors())
+            raise ConfigError(f"invalid job config: {clauses}") from None
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> DataJobConfig:
+        """The config in a `.yaml`/`.yml`, `.toml` or `.json` file (see `load_job_config`)."""
+        return load_job_config(path).model
+
+
 def default_name(recipe: str) -> str:
     """A path-safe job name from the recipe's module: `pkg.recipes.arithmetic:f` -> `arithmetic`."""
     module = recipe.partition(":")[0].rsplit(".", 1)[-1].lower()
@@ -183,7 +221,7 @@ def identity_form(raw: dict[str, Any]) -> dict[str, Any]:
 class LoadedJobConfig:
     """A validated job config: its model, raw form, identity and resolved file paths."""
 
-    model: JobConfig
+    model: DataJobConfig
     raw: dict[str, Any]
     canonical: bytes
     path: Path | None
@@ -253,11 +291,12 @@ def _resolve(paths: list[str], base_dir: Path, field: str) -> tuple[Path, ...]:
 
 def validate_job(raw: dict[str, Any], base_dir: Path, path: Path | None = None) -> LoadedJobConfig:
     """Validate a decoded job config; file paths resolve against `base_dir`."""
-    try:
-        model = JobConfig.model_validate(raw)
-    except ValidationError as exc:
-        clauses = "; ".join(_clause(e) for e in exc.errors())
-        raise ConfigError(f"invalid job config: {clauses}") from None
+    if "base_dir" in raw:  # a DataJobConfig field, never a key of the config itself
+        allowed = ", ".join(JobConfig.model_fields)
+        raise ConfigError(
+            f"invalid job config: unknown key 'base_dir' in the top level; allowed: {allowed}"
+        )
+    model = DataJobConfig.model_validate({**raw, "base_dir": base_dir})
     return LoadedJobConfig(
         model=model,
         raw=raw,
@@ -287,3 +326,21 @@ def load_job_config(path: str | Path) -> LoadedJobConfig:
     text = read_config_text(p, "job config")
     resolved = p.resolve()
     return validate_job(parse_job_text(text, fmt), config_base_dir(resolved), resolved)
+
+
+def loaded_config(config: DataJobConfig | LoadedJobConfig | str | Path) -> LoadedJobConfig:
+    """The loaded form of a `DataJobConfig`, a `LoadedJobConfig` or a config file's path.
+
+    A `DataJobConfig` counts as the file that holds the keys it was given (defaults are not
+    filled in), so it has that file's identity, and its recipe gets the JSON form of `params`.
+    """
+    if isinstance(config, LoadedJobConfig):
+        return config
+    if not isinstance(config, DataJobConfig):
+        return load_job_config(config)
+    written = config.model_dump(exclude_unset=True)  # `base_dir` is excluded
+    try:
+        raw = json.loads(canon(written))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"invalid job config: not JSON ({exc})") from None
+    return validate_job(raw, config.base_dir)

@@ -13,6 +13,7 @@ files (`shards.py`); one with ranking hooks is selected by the global ranked mer
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections import Counter, deque
@@ -22,7 +23,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from corpus_assets.core.errors import CorpusError, DataError, TransientError
+from corpus_assets.core.errors import CorpusError, DataError, DiskError, TransientError
+from corpus_assets.core.store.digests import file_sha256
 from corpus_assets.tasks import corpus_inputs
 from corpus_assets.tasks.calibrate import CalibrateStep, build_calibrator
 from corpus_assets.tasks.checkpoints import BatchState, Checkpoints, canonical
@@ -52,6 +54,7 @@ from corpus_assets.tasks.workers import (
     RecipeError,
     RecipeSpec,
     ShardOrder,
+    WorkerLost,
     clean_chunk,
     project_chunk,
     rank_chunk,
@@ -59,6 +62,12 @@ from corpus_assets.tasks.workers import (
 )
 
 MAX_RETRY_DELAY_S = 60.0
+SOURCE_KEYS = (  # the identity's file digests hashed again before publication
+    ("inputs", "input"),
+    ("exclusions", "exclusion"),
+    ("recipe_files", "recipe source"),
+    ("calibration_files", "calibration"),
+)
 Progress = Callable[[str], None]
 
 
@@ -90,8 +99,9 @@ def retry_delay(base: float, attempt: int) -> float:
 
 
 def retryable(exc: BaseException) -> bool:
-    """Only OSError (connection errors included), TimeoutError and our disk errors retry."""
-    return isinstance(exc, OSError | TimeoutError | TransientError)
+    """Only OSError (connection errors included), TimeoutError and our transient errors (disk
+    errors, a worker process that died) retry."""
+    return isinstance(exc, OSError | TimeoutError | TransientError | DiskError)
 
 
 class DataJob:
@@ -214,10 +224,24 @@ class DataJob:
         if changes:
             raise DataError(changed_message(folder.path, changes))
         snapshot = load_snapshot(folder.dataset)
+        database = folder.work / "checkpoints.sqlite3"
+        if database.is_file():
+            ckpt = Checkpoints(database)
+            try:
+                self._rebuild_batch_files(folder.work, ckpt)
+            finally:
+                ckpt.close()
         folder.write_job(
             "succeeded", dataset_id=snapshot.dataset_id, dataset_path=str(snapshot.path)
         )
         return snapshot
+
+    def _rebuild_batch_files(self, work: Path, ckpt: Checkpoints) -> None:
+        """The derived files of every generated batch, rewritten where missing or damaged."""
+        for state in ckpt.batches():
+            if state.done:
+                for path in write_batch_files(work, ckpt, state.batch):
+                    self.say(f"tasks: rebuilt work/{path.name} from the checkpoints")
 
     def _check_identity(self) -> None:
         stored = self.ckpt.get("identity")
@@ -236,6 +260,11 @@ class DataJob:
                 return await self._attempt()
             except BaseException as exc:
                 if not retryable(exc) or attempt >= self.execution.max_retries:
+                    if isinstance(exc, WorkerLost):
+                        raise WorkerLost(
+                            f"{exc} (after {attempt + 1} attempt(s)); resume the job (with "
+                            "fewer max_workers if its workers ran out of memory)"
+                        ) from None
                     if retryable(exc) and not isinstance(exc, TransientError):
                         raise TransientError(
                             f"{_one_line(exc)} (after {attempt + 1} attempt(s))"
@@ -248,14 +277,12 @@ class DataJob:
                 attempt += 1
 
     async def _attempt(self) -> Snapshot:
-        pool = Pool(self.spec, self.execution.backend, self.execution.max_workers)
-        try:
+        self._rebuild_batch_files(self.folder.work, self.ckpt)
+        with Pool(self.spec, self.execution.backend, self.execution.max_workers) as pool:
             if self.ckpt.get("selection") is None:
                 await self._search(pool)
             self.reading.close()  # projecting and publishing read the checkpoints only
             self._project(pool)
-        finally:
-            pool.close()
         return self._publish()
 
     # -- generate, clean, deduplicate, exclude, select -------------------------------------
@@ -280,7 +307,7 @@ class DataJob:
                     self._generate_sharded(pool, batch, state.consumed)
                 else:
                     self._generate(pool, batch, state.consumed)
-            self._write_batch_files(batch)
+                write_batch_files(self.folder.work, self.ckpt, batch)
             if self.calibrate is not None:
                 await self._calibrate(pool, batch)
             try:
@@ -494,17 +521,6 @@ class DataJob:
         self.ckpt.put("selection", {"task_ids": ids, "statistics": statistics, "batch": batch})
         self._progress("select", batch)
 
-    def _write_batch_files(self, batch: int) -> None:
-        """`work/batch-N-candidates.jsonl` and `-public.jsonl`, rebuilt from the checkpoints."""
-        candidates = self.folder.work / f"batch-{batch}-candidates.jsonl"
-        public = self.folder.work / f"batch-{batch}-public.jsonl"
-        if candidates.exists() and public.exists():
-            return
-        with private_writer(candidates) as full, private_writer(public) as pub:
-            for payload, public_task in self.ckpt.batch_payloads(batch):
-                full.write(payload.encode("utf-8") + b"\n")
-                pub.write(public_task.encode("utf-8") + b"\n")
-
     # -- project and publish ---------------------------------------------------------------
 
     def _project(self, pool: Pool) -> None:
@@ -537,6 +553,7 @@ class DataJob:
     def _publish(self) -> Snapshot:
         """Write the snapshot in staging and publish it by one rename; verify it."""
         if not self.folder.dataset.is_dir():
+            self._check_sources_unchanged()
             write_snapshot(
                 self.folder.staging,
                 self.folder.dataset,
@@ -547,6 +564,28 @@ class DataJob:
             )
         self._progress("published", None)
         return load_snapshot(self.folder.dataset)
+
+    def _check_sources_unchanged(self) -> None:
+        """Hash the declared inputs, exclusions and source files again: one that changed while
+        the job ran fails it (DataError), so no manifest names bytes the job did not read."""
+        calibrator = None if self.calibrate is None else self.calibrate.calibrator
+        try:
+            now = job_identity(self.config, self.spec, self.recipe, calibrator)
+        except OSError as exc:
+            raise DataError(
+                f"a declared file can no longer be read before publication: {exc}; "
+                "nothing was published"
+            ) from None
+        for key, what in SOURCE_KEYS:
+            before, after = self.identity.get(key) or {}, now.get(key) or {}
+            for name in sorted(set(before) | set(after)):
+                if before.get(name) != after.get(name):
+                    raise DataError(
+                        f"{what} file {name!r} changed while the job ran: sha256 "
+                        f"{before.get(name)} when it started, {after.get(name)} before "
+                        "publication; nothing was published (restore the file and resume, "
+                        "or start a new job)"
+                    )
 
     def report(self) -> dict[str, Any]:
         """Counts per batch and in total, and what selection said (report.json)."""
@@ -644,6 +683,36 @@ class DataJob:
             f"retained, {totals['duplicates']} duplicates, {totals['excluded']} excluded"
             f"{more}, {projected}/{self.model.target_count} projected"
         )
+
+
+def write_batch_files(work: Path, ckpt: Checkpoints, batch: int) -> list[Path]:
+    """`work/batch-N-candidates.jsonl` (whole samples) and `-public.jsonl` (public tasks) of a
+    generated batch, derived from the checkpoints: each one missing or with other bytes than
+    the checkpoints give is written (again). Returns the files it wrote."""
+    paths = (work / f"batch-{batch}-candidates.jsonl", work / f"batch-{batch}-public.jsonl")
+    present = [path.is_file() for path in paths]
+    stale = [path for path, there in zip(paths, present, strict=True) if not there]
+    if any(present):
+        wanted = [hashlib.sha256(), hashlib.sha256()]
+        for row in ckpt.batch_payloads(batch):
+            for digest, text in zip(wanted, row, strict=True):
+                digest.update(text.encode("utf-8") + b"\n")
+        stale += [
+            path
+            for path, there, digest in zip(paths, present, wanted, strict=True)
+            if there and file_sha256(path) != digest.hexdigest()
+        ]
+    if stale:
+        with ExitStack() as files:
+            writers = [
+                files.enter_context(private_writer(path)) if path in stale else None
+                for path in paths
+            ]
+            for row in ckpt.batch_payloads(batch):
+                for writer, text in zip(writers, row, strict=True):
+                    if writer is not None:
+                        writer.write(text.encode("utf-8") + b"\n")
+    return stale
 
 
 def _plain_selection(ranked: RankedSelection, target_count: int) -> Selection:

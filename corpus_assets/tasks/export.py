@@ -59,7 +59,7 @@ def _save_dataset(snap: Snapshot, staging: Path) -> None:
     import datasets  # slow to import: only when exporting
 
     try:
-        table = datasets.Dataset.from_list(list(snap.training_rows()))
+        table = datasets.Dataset.from_list(snap.training_rows())
     except (TypeError, ValueError) as exc:  # pyarrow's ArrowInvalid / ArrowTypeError
         raise DataError(f"snapshot {snap.path}: {TRAIN} does not fit one table: {exc}") from None
     try:

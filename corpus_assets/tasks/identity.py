@@ -11,6 +11,7 @@ import hashlib
 import inspect
 import json
 import os
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,28 +23,63 @@ from corpus_assets.tasks.factory import load_factory
 from corpus_assets.tasks.types import Recipe
 from corpus_assets.tasks.workers import RecipeError, RecipeSpec
 
-EXECUTOR_FILES = (
-    "calibrate.py",
-    "calibration.py",
-    "checkpoints.py",
-    "executor.py",
-    "files.py",
-    "identity.py",
-    "jobdir.py",
-    "ranking.py",
-    "shards.py",
-    "snapshot.py",
-    "types.py",
-    "workers.py",
+PACKAGE = Path(__file__).resolve().parent
+_IMPORT = re.compile(  # what ruff lets through: absolute imports, one module per `import`
+    r"^[ \t]*(?:import[ \t]+(corpus_assets\.core(?:\.\w+)*)"
+    r"|from[ \t]+(corpus_assets\.core(?:\.\w+)*)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*))",
+    re.MULTILINE,
 )
 
 
-def executor_digest() -> str:
-    """sha256 over the executor's own source files (part of a job's resume identity)."""
-    here = Path(__file__).resolve().parent
+def executor_files(package: Path = PACKAGE) -> dict[str, Path]:
+    """Every module of the tasks package and every `corpus_assets.core` module it imports,
+    directly or through other core modules (with their packages' `__init__.py`), by the
+    path relative to the folder holding `corpus_assets`; found by walking, never listed."""
+    root = package.parent.parent
+    found = {str(p.relative_to(root)): p for p in sorted(package.rglob("*.py"))}
+    pending = list(found.values())
+    while pending:
+        for module in _core_imports(pending.pop()):
+            for path in _module_files(root, module):
+                name = str(path.relative_to(root))
+                if name not in found:
+                    found[name] = path
+                    pending.append(path)
+    return dict(sorted(found.items()))
+
+
+def _core_imports(path: Path) -> Iterator[str]:
+    """The `corpus_assets.core` modules `path` imports, anywhere in it (lazy imports too);
+    for `from package import name`, both the package and `package.name`."""
+    for match in _IMPORT.finditer(path.read_text(encoding="utf-8")):
+        plain, source, names = match.groups()
+        if plain:
+            yield plain
+            continue
+        yield source
+        for name in names.strip("()").split(","):
+            words = name.split("#")[0].split()
+            if words:
+                yield f"{source}.{words[0]}"
+
+
+def _module_files(root: Path, module: str) -> Iterator[Path]:
+    """The files importing `module` runs: each package's `__init__.py` on the way, then the
+    module's own file (nothing for a name that is not a module, such as a class)."""
+    parts = module.split(".")
+    for depth in range(2, len(parts) + 1):
+        folder = root.joinpath(*parts[:depth])
+        if (folder / "__init__.py").is_file():
+            yield folder / "__init__.py"
+        elif folder.with_suffix(".py").is_file():
+            yield folder.with_suffix(".py")
+
+
+def executor_digest(package: Path = PACKAGE) -> str:
+    """sha256 over the executor's code, `executor_files` (part of a job's resume identity)."""
     h = hashlib.sha256()
-    for name in EXECUTOR_FILES:
-        h.update(f"{name}\0{file_sha256(here / name)}\n".encode())
+    for name, path in executor_files(package).items():
+        h.update(f"{name}\0{file_sha256(path)}\n".encode())
     return h.hexdigest()
 
 
@@ -131,7 +167,7 @@ def identity_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
                 )
                 changes.append(f"{what} file {name!r} {state}")
     if old.get("executor") != new["executor"]:
-        changes.append("the executor's code (corpus_assets/tasks)")
+        changes.append("the executor's code (corpus_assets/tasks and the core modules it imports)")
     return changes
 
 

@@ -47,6 +47,15 @@ class RankedCandidate:
         for name in ("task_id", "tie_breaker", "group", "bucket"):
             if not isinstance(getattr(self, name), str):
                 raise ValueError(f"rank of {self.task_id!r}: {name} must be a string")
+        if not isinstance(self.metadata, Mapping) or not _string_keys(self.metadata):
+            raise ValueError(
+                f"rank of {self.task_id!r}: metadata must be a JSON object (string keys at "
+                "every level)"
+            )
+        try:
+            json.dumps(dict(self.metadata), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"rank of {self.task_id!r}: metadata is not JSON: {exc}") from None
 
     def order(self) -> tuple[float, str, str]:
         return (float(self.priority), self.tie_breaker, self.task_id)
@@ -66,6 +75,15 @@ class SelectionPolicy:
         cap = self.maximum_per_bucket
         if cap is not None and not (_count(cap) and cap >= 1):
             raise ValueError(f"maximum_per_bucket must be an integer >= 1 or None, got {cap!r}")
+
+
+def _string_keys(value: object) -> bool:
+    """Whether every mapping inside `value` has string keys (JSON would rewrite the others)."""
+    if isinstance(value, Mapping):
+        return all(isinstance(k, str) and _string_keys(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return all(_string_keys(v) for v in value)
+    return True
 
 
 def _count(value: object) -> bool:

@@ -3,8 +3,8 @@
 The coordinator runs on its own thread with its own event loop, so the caller's event loop
 stays responsive while a job runs; cancelling the awaiting task (or SIGINT/SIGTERM for the
 command) sets one event that the coordinator checks between chunks. It then waits for its
-workers, closes the checkpoint database and records `cancelled`; a second signal changes
-nothing about that.
+workers, closes the checkpoint database and records `cancelled`; a second signal or a second
+cancellation changes nothing about that, and the awaiting task ends only once it is done.
 """
 
 from __future__ import annotations
@@ -19,17 +19,18 @@ from typing import Any
 
 from corpus_assets.core.errors import ConfigError
 from corpus_assets.tasks.attach import attached
-from corpus_assets.tasks.config import LoadedJobConfig, load_job_config
+from corpus_assets.tasks.config import (
+    DataJobConfig,
+    LoadedJobConfig,
+    load_job_config,
+    loaded_config,
+)
 from corpus_assets.tasks.executor import CancelEvent, DataJob, Progress
 from corpus_assets.tasks.export import export_hf_dataset
 from corpus_assets.tasks.snapshot import Snapshot
 
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
 SIGNAL_POLL_S = 0.1  # how soon the main thread relays a signal to the coordinator
-
-
-def _loaded(config: LoadedJobConfig | str | Path) -> LoadedJobConfig:
-    return config if isinstance(config, LoadedJobConfig) else load_job_config(config)
 
 
 def start_job(
@@ -64,15 +65,18 @@ def start_job(
 
 
 async def run_data_job(
-    config: LoadedJobConfig | str | Path,
+    config: DataJobConfig | LoadedJobConfig | str | Path,
     output: str | Path,
     resume: bool = False,
     progress: Progress | None = None,
     root: str | Path | None = None,
 ) -> Snapshot:
-    """Run (or resume) a data job in `output` and return its verified snapshot; `root` is the
-    data root that corpus-build inputs are found under."""
-    loaded = _loaded(config)
+    """Run (or resume) a data job in `output` and return its verified snapshot.
+
+    `config`: a `DataJobConfig`, or a config file's path. `root` is the data root that
+    corpus-build inputs are found under.
+    """
+    loaded = loaded_config(config)
     loop = asyncio.get_running_loop()
     outcome: asyncio.Future[Snapshot] = loop.create_future()
     cancel = threading.Event()
@@ -87,10 +91,20 @@ async def run_data_job(
         return await asyncio.shield(outcome)
     except asyncio.CancelledError:
         cancel.set()
-        await asyncio.wait([outcome])  # the coordinator records `cancelled` and closes
-        if not outcome.cancelled():
-            outcome.exception()  # retrieved: the caller gets CancelledError, not JobCancelled
+        await _stopped(outcome)
         raise
+
+
+async def _stopped(outcome: asyncio.Future[Snapshot]) -> None:
+    """Wait for the cancelled job's outcome, however often the waiting task is cancelled again:
+    the coordinator has then stopped its workers, closed the database and recorded `cancelled`."""
+    while not outcome.done():
+        try:
+            await asyncio.wait([outcome])
+        except asyncio.CancelledError:
+            continue  # already stopping; the caller gets its CancelledError once stopped
+    if not outcome.cancelled():
+        outcome.exception()  # retrieved: the caller gets CancelledError, not JobCancelled
 
 
 def _settle(

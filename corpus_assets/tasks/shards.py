@@ -29,6 +29,21 @@ class ShardPlanError(CorpusError):
     """A recipe's `generation_shards` plan breaks the protocol (not retried)."""
 
 
+class _RowsFailed(Exception):
+    """Carries an error of a shard's rows through the file writer, which maps OSErrors."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _passing_errors(rows: Iterable[Cleaned | None]) -> Iterator[Cleaned | None]:
+    try:
+        yield from rows
+    except Exception as exc:
+        raise _RowsFailed(exc) from exc
+
+
 @dataclass(frozen=True)
 class ShardFile:
     """Where one shard of one batch lives: its rows and its sidecar."""
@@ -55,14 +70,21 @@ class ShardFile:
         }
 
     def write(self, rows: Iterable[Cleaned | None]) -> int:
-        """Write the rows, then the sidecar; the row count."""
+        """Write the rows, then the sidecar; the row count.
+
+        An error of `rows` (the recipe's generating and cleaning) leaves as it was raised: an
+        OSError of the recipe is not a failed write of the shard file.
+        """
         sha, count = hashlib.sha256(), 0
-        with private_writer(self.rows_path) as fh:
-            for row in rows:
-                line = jsonl_line(None if row is None else list(row))
-                fh.write(line)
-                sha.update(line)
-                count += 1
+        try:
+            with private_writer(self.rows_path) as fh:
+                for row in _passing_errors(rows):
+                    line = jsonl_line(None if row is None else list(row))
+                    fh.write(line)
+                    sha.update(line)
+                    count += 1
+        except _RowsFailed as failed:
+            raise failed.error from None
         write_private_json(
             self.sidecar_path, self.expected() | {"rows": count, "sha256": sha.hexdigest()}
         )

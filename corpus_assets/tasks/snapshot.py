@@ -3,7 +3,8 @@
 `write_snapshot` streams the rows into `public.jsonl`, `references.jsonl` and `train.jsonl`,
 digesting as it goes, then writes `probes.jsonl`, `report.json` and, last, `manifest.json`.
 `load_snapshot` re-digests every file, recomputes the `dataset_id` and checks the row alignment;
-any problem is one `DataError` line naming the file. (`tasks/export.py` exports a snapshot to
+any problem is one `DataError` line naming the file. `Snapshot.training_rows()` checks again the
+same way. (`tasks/export.py` exports a snapshot to
 Hugging Face `datasets`.)
 """
 
@@ -222,7 +223,11 @@ def publish_folder(staging: Path, final: Path) -> None:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """A verified snapshot folder and its manifest; the row readers stream line by line."""
+    """A verified snapshot folder and its manifest.
+
+    `training_rows()` verifies the folder again and returns a list; the other row readers
+    stream their file line by line as it is now.
+    """
 
     path: Path
     manifest: dict[str, Any]
@@ -252,9 +257,18 @@ class Snapshot:
         """The reference rows `{"task_id", "reference"}`, aligned with `public_tasks`."""
         return _read_jsonl(self.path, REFERENCES)
 
-    def training_rows(self) -> Iterator[dict[str, Any]]:
-        """The recipe's training rows, aligned with `public_tasks`."""
-        return _read_jsonl(self.path, TRAIN)
+    def training_rows(self) -> list[dict[str, Any]]:
+        """The recipe's training rows, aligned with `public_tasks`, verified again first.
+
+        The folder is checked as `load_snapshot` checks it, against this snapshot's manifest,
+        and the rows come from the very bytes whose digest matched: a file changed since
+        loading is the `DataError` that `load_snapshot` would raise.
+        """
+        _verify(self.path, self.manifest)
+        data = (self.path / TRAIN).read_bytes()
+        _check_digest(self.path, TRAIN, self.manifest["files"][TRAIN], sha256_hex(data))
+        lines = data.split(b"\n")[:-1]  # the digest matched: every row ends in a newline
+        return [_parse(self.path, TRAIN, line, n) for n, line in enumerate(lines, start=1)]
 
     def probes(self) -> Iterator[dict[str, Any]]:
         """The calibration probe rows (none without calibration)."""
@@ -281,10 +295,15 @@ def load_snapshot(path: str | Path) -> Snapshot:
     """The verified snapshot at `path` (or in `path/dataset`); any problem is one DataError."""
     folder = _snapshot_folder(Path(path))
     manifest = _read_manifest(folder)
+    _verify(folder, manifest)
+    return Snapshot(folder, manifest)
+
+
+def _verify(folder: Path, manifest: dict[str, Any]) -> None:
+    """The files in `folder` against `manifest`: listing, digests, identity, row alignment."""
     _check_listing(folder)
     _check_files(folder, manifest)
     _check_alignment(folder)
-    return Snapshot(folder, manifest)
 
 
 def _snapshot_folder(path: Path) -> Path:
@@ -347,11 +366,7 @@ def _check_files(folder: Path, manifest: dict[str, Any]) -> None:
     for name in DATA_FILES:
         entry = manifest["files"][name]
         sha, size, lines = _digest(folder / name)
-        if sha != entry["sha256"]:
-            raise DataError(
-                f"snapshot {folder}: {name} sha256 mismatch "
-                f"(manifest {entry['sha256'][:12]}…, file {sha[:12]}…)"
-            )
+        _check_digest(folder, name, entry, sha)
         if size != entry["bytes"] or ("rows" in entry and lines != entry["rows"]):
             raise DataError(f"snapshot {folder}: {name} size or row count differs from manifest")
         digests[name] = sha
@@ -364,6 +379,14 @@ def _check_files(folder: Path, manifest: dict[str, Any]) -> None:
         raise DataError(
             f"snapshot {folder}: dataset_id mismatch "
             f"(manifest {manifest['dataset_id'][:12]}…, files {found[:12]}…)"
+        )
+
+
+def _check_digest(folder: Path, name: str, entry: dict[str, Any], sha: str) -> None:
+    if sha != entry["sha256"]:
+        raise DataError(
+            f"snapshot {folder}: {name} sha256 mismatch "
+            f"(manifest {entry['sha256'][:12]}…, file {sha[:12]}…)"
         )
 
 

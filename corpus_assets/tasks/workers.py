@@ -17,12 +17,13 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
-from contextlib import contextmanager
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from corpus_assets.core.errors import CorpusError
+from corpus_assets.core.errors import CorpusError, TransientError
+from corpus_assets.core.stages.local_pool import WorkerDied, open_pool
 from corpus_assets.tasks.checkpoints import Cleaned
 from corpus_assets.tasks.factory import load_factory
 from corpus_assets.tasks.ranking import RankedCandidate
@@ -44,6 +45,10 @@ EXIT_ORPHANED = 70  # a worker whose coordinator died
 
 class RecipeError(CorpusError):
     """The recipe broke the protocol (a wrong type, a value that is not JSON): not retried."""
+
+
+class WorkerLost(TransientError):
+    """A worker process died (killed by a signal, out of memory): the attempt is retried."""
 
 
 @dataclass(frozen=True)
@@ -242,16 +247,25 @@ def project_chunk(payloads: list[dict[str, JSON]]) -> list[ProjectedRow]:
 
 
 class Pool:
-    """`max_workers` thread or spawned-process workers, each with its own recipe."""
+    """`max_workers` thread or spawned-process workers, each with its own recipe; `with` it.
+
+    Leaving the `with` waits for running calls to end and cancels those not started. A worker
+    process that dies (SIGKILL from the OOM killer, a crash) breaks the process pool: the
+    BrokenProcessPool that any of its calls raises inside the `with` leaves it as a
+    WorkerLost naming the dead worker (`local_pool.open_pool`).
+    """
 
     def __init__(self, spec: RecipeSpec, backend: str, max_workers: int) -> None:
+        self._stack = ExitStack()
         self.executor: Executor
         if backend == "process":
-            self.executor = ProcessPoolExecutor(
-                max_workers,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=_init_worker,
-                initargs=(spec, os.getpid()),
+            self.executor = self._stack.enter_context(
+                open_pool(
+                    max_workers,
+                    multiprocessing.get_context("spawn"),
+                    _init_worker,
+                    (spec, os.getpid()),
+                )
             )
         else:
             self.executor = ThreadPoolExecutor(
@@ -260,14 +274,30 @@ class Pool:
                 initializer=_init_worker,
                 initargs=(spec, None),
             )
+            self._stack.callback(self.executor.shutdown, wait=True, cancel_futures=True)
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+        try:
+            return bool(self._stack.__exit__(kind, exc, tb))
+        except WorkerDied as death:
+            raise WorkerLost(f"a task worker {death}") from None
 
     def submit(self, fn: Callable[[Any], Any], arg: Any) -> Future[Any]:
         with _sigint_blocked():  # a process pool spawns its workers inside submit
             return self.executor.submit(fn, arg)
 
-    def close(self) -> None:
-        """Wait for running calls to end; calls not started are cancelled."""
-        self.executor.shutdown(wait=True, cancel_futures=True)
+
+def _killed(process: Any) -> str:
+    """'(pid 1234) was killed by SIGKILL' for a process that a signal ended."""
+    code = -int(process.exitcode)
+    try:
+        name = signal.Signals(code).name
+    except ValueError:
+        name = f"signal {code}"
+    return f"(pid {process.pid}) was killed by {name}"
 
 
 # -- the producer --------------------------------------------------------------------------
@@ -378,6 +408,8 @@ class Producer:
             message: tuple[Any, ...] = self._queue.get(timeout=POLL_S)
         except queue.Empty:
             code = self._process.exitcode
+            if code is not None and code < 0:  # killed by a signal: a transient fault
+                return ("error", WorkerLost(f"the generation process {_killed(self._process)}"))
             return ("error", RecipeError(f"the generation process died (exit code {code})"))
         return message
 

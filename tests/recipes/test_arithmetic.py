@@ -166,14 +166,14 @@ def test_deterministic_across_instances_and_a_spawned_process() -> None:
     assert batch(create_recipe(), 0, 0) != batch(create_recipe(), 0, 1)
 
 
-def test_candidate_count_spreads_over_streams_and_the_cap_is_per_stream() -> None:
+def test_candidate_count_spreads_over_streams_and_the_cap_never_stops_generation() -> None:
     recipe = create_recipe(candidate_count=40, maximum_per_recipe=5)
     per_batch = [len(batch(recipe, index)) for index in range(4)]
-    # quotas 3 (first 8 streams) and 2 (last 8) per batch; cap 5: 3+2+0 and 2+2+1
-    assert per_batch == [40, 32, 8, 0]
+    assert per_batch == [40, 40, 40, 40]  # the cap is the selection's (arith_select.bucket)
     streams = [s.task.metadata["stream"] for b in range(3) for s in batch(recipe, b)]
     counts = {name: streams.count(name) for name in set(streams)}
-    assert len(counts) == 16 and set(counts.values()) == {5}
+    # quotas 3 (first 8 streams) and 2 (last 8) in every batch
+    assert len(counts) == 16 and sorted(counts.values()) == [6] * 8 + [9] * 8
     rebuilt = create_recipe(candidate_count=40, maximum_per_recipe=5)
     assert batch(rebuilt, 1) == batch(recipe, 1)
 
@@ -344,9 +344,9 @@ def test_bad_params_rejected(params: dict[str, object], message: str) -> None:
     assert isinstance(raised.value, ValueError)
 
 
-def test_calibration_minimums_default_to_and_accept_zero() -> None:
+def test_calibration_minimums_default_to_family_coverage_and_accept_zero() -> None:
     default = create_recipe()
-    assert (default.minimum_per_family, default.minimum_one_pass) == (0, 0)
+    assert (default.minimum_per_family, default.minimum_one_pass) == (1, 0)
     recipe = create_recipe(minimum_per_family=0, minimum_one_pass=3)
     assert (recipe.minimum_per_family, recipe.minimum_one_pass) == (0, 3)
 

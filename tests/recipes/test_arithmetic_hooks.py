@@ -65,10 +65,9 @@ def test_interleaved_positions_match_the_naive_round_robin(
     [
         ({}, 0, 64),
         ({"candidate_count": 40, "maximum_per_recipe": 5}, 0, 40),
-        ({"candidate_count": 40, "maximum_per_recipe": 5}, 1, 32),  # the cap truncates 8 streams
-        ({"candidate_count": 40, "maximum_per_recipe": 5}, 2, 8),  # only the last 8 streams
-        ({"candidate_count": 40, "maximum_per_recipe": 5}, 3, 0),  # every stream exhausted
-        ({"candidate_count": 37, "maximum_per_recipe": 4}, 1, 27),  # 5 x 1 + 11 x 2
+        ({"candidate_count": 40, "maximum_per_recipe": 5}, 3, 40),  # the cap is the selection's
+        ({"candidate_count": 37, "maximum_per_recipe": 4}, 1, 37),  # 5 x 3 + 11 x 2
+        ({"candidate_count": 5}, 2, 5),  # 5 streams of 1, 11 of none
     ],
 )
 @pytest.mark.parametrize("shard_size", [1, 3, 16, 17, 1000])
@@ -163,7 +162,7 @@ def test_rank_rules(scores: tuple[float | None, ...], expected: tuple[float, int
         priority=priority,
         tie_breaker=hashlib.sha256(b"3\0arith-t").hexdigest()[:16],
         group="gcd_lcm",
-        bucket="gcd_lcm/lcm_buses",
+        bucket="gcd_lcm/lcm_buses@0",
         metadata={
             "correct": correct,
             "repeats": len(scores),
@@ -187,8 +186,11 @@ def test_rank_golden_tie_breaker_depends_on_the_seed_only() -> None:
 def test_selection_policy_for_both_flags() -> None:
     assert create_recipe().selection_policy(context(), False) is None
     assert create_recipe(minimum_per_family=2).selection_policy(context(), False) is None
-    assert create_recipe(maximum_per_recipe=9).selection_policy(context(), True) == (
-        SelectionPolicy(minimum_per_group={}, maximum_per_bucket=9)
+    assert create_recipe(maximum_per_recipe=9, minimum_per_family=0).selection_policy(
+        context(), True
+    ) == SelectionPolicy(minimum_per_group={}, maximum_per_bucket=9)
+    assert create_recipe().selection_policy(context(), True) == SelectionPolicy(
+        minimum_per_group=dict.fromkeys(FAMILIES, 1), maximum_per_bucket=1000
     )
     policy = create_recipe(minimum_per_family=2).selection_policy(context(), True)
     assert policy == SelectionPolicy(

@@ -6,7 +6,8 @@ pooled candidates `select` wants before it picks the first `target_count` in poo
 `fail` makes `clean` raise `kind` (for the id `on`, else any) while the file `counter` has
 fewer than `times` lines (one line is appended per raise; `sleep` seconds first), so the test
 can count attempts across processes; `score_fail` does the same in `score`; `slow` is a sleep
-per `clean` call (to kill a job mid-batch).
+per `clean` call (to kill a job mid-batch); `append_to` is a file `select` appends a line to
+(a declared input that changes while the job runs).
 
 `make_sharded` adds the generation-shard hooks (logging `shard <batch> <start>`), and
 `make_ranked` the ranking hooks: `priority` and `group` come from the samples' metadata, the
@@ -87,7 +88,9 @@ class ScriptedRecipe:
         select_override: Mapping[str, Any] | None = None,
         score_fail: Mapping[str, Any] | None = None,
         slow: float = 0.0,
+        append_to: str | None = None,
     ) -> None:
+        self.append_to = append_to
         self.score_fail = score_fail
         self.slow = slow
         self.batches = batches
@@ -123,6 +126,8 @@ class ScriptedRecipe:
         scores: Mapping[str, Sequence[float | None]],
         context: GenerateContext,
     ) -> Selection:
+        if self.append_to:
+            _append(self.append_to, "appended while the job ran")
         if self.select_override is not None:
             return Selection(tuple(self.select_override["task_ids"]))
         need = self.need if self.need is not None else context.target_count

@@ -6,8 +6,8 @@ params, so a faulted job and an uninterrupted one share one config and publish t
 spawned process workers inherit the environment:
 
 FAULT_LOG    a file that gets one line per call: `generate <batch>`, `clean <task_id>`,
-             `project <task_id>`, and `pause <kind>` when a call starts to wait (O_APPEND, one
-             write per line, so lines from several processes never mix)
+             `project <task_id>`, and `paused-pid <pid>` then `pause <kind>` when a call starts
+             to wait (O_APPEND, one write per line, so lines from several processes never mix)
 FAULT_PAUSE  `clean:N` or `project:N` (every such call once the log holds N of them),
              `generate:B` (the generation of batch B): the call waits there
 FAULT_GATE   a file whose existence ends every pause (without it a pause lasts PAUSE_LIMIT_S)
@@ -68,6 +68,7 @@ def maybe_pause(kind: str, batch: int | None = None) -> None:
     gate = os.environ.get("FAULT_GATE")
     if gate and os.path.exists(gate):
         return
+    record(f"paused-pid {os.getpid()}")
     record(f"pause {kind}")
     deadline = time.monotonic() + PAUSE_LIMIT_S
     while time.monotonic() < deadline and not (gate and os.path.exists(gate)):

@@ -30,8 +30,15 @@ WAIT_S = 120.0
 STARTED: list[subprocess.Popen[str]] = []  # every job start_job began, for stop_leftovers
 
 
-def job_config(path: Path, backend: str = "thread", max_workers: int = 1, **top: Any) -> Path:
-    """A JSON job config at `path`: two batches of 64, chunks of 8, `top` keys over defaults."""
+def job_config(
+    path: Path,
+    backend: str = "thread",
+    max_workers: int = 1,
+    execution: dict[str, Any] | None = None,
+    **top: Any,
+) -> Path:
+    """A JSON job config at `path`: two batches of 64, chunks of 8, `top` keys over defaults
+    (`execution`: more execution settings)."""
     params: dict[str, Any] = {"candidate_count": CANDIDATES}
     params.update(top.pop("params", {}))
     config = {
@@ -42,7 +49,8 @@ def job_config(path: Path, backend: str = "thread", max_workers: int = 1, **top:
         "params": params,
         "max_batches": 4,
         **top,
-        "execution": {"batch_size": BATCH_SIZE, "backend": backend, "max_workers": max_workers},
+        "execution": {"batch_size": BATCH_SIZE, "backend": backend, "max_workers": max_workers}
+        | (execution or {}),
     }
     path.write_text(json.dumps(config, indent=2), encoding="utf-8")
     return path

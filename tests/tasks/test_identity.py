@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 import sys
 import textwrap
 from pathlib import Path
@@ -10,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from corpus_assets.tasks.identity import (
-    EXECUTOR_FILES,
     executor_digest,
+    executor_files,
     identity_changes,
     recipe_files,
 )
@@ -20,12 +21,60 @@ from corpus_assets.tasks.workers import RecipeError, RecipeSpec
 TASKS = Path(__file__).resolve().parents[2] / "corpus_assets" / "tasks"
 
 
-def test_the_executor_digest_covers_every_module_that_decides_a_snapshot() -> None:
+def _package_copy(tmp_path: Path) -> Path:
+    """A copy of `corpus_assets/tasks` and `corpus_assets/core`; the copied tasks package."""
+    for name in ("tasks", "core"):
+        shutil.copytree(
+            TASKS.parent / name,
+            tmp_path / "corpus_assets" / name,
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+    return tmp_path / "corpus_assets" / "tasks"
+
+
+def test_the_executor_digest_covers_the_package_and_the_core_modules_it_imports() -> None:
+    files = executor_files()
+    assert {f"corpus_assets/tasks/{p.name}" for p in TASKS.glob("*.py")} <= set(files)
+    assert {
+        "corpus_assets/tasks/config.py",
+        "corpus_assets/tasks/corpus_inputs.py",
+        "corpus_assets/tasks/yaml_config.py",
+        "corpus_assets/tasks/factory.py",
+        "corpus_assets/core/errors.py",
+        "corpus_assets/core/store/atomic.py",
+        "corpus_assets/core/store/__init__.py",
+    } <= set(files)
+    assert "corpus_assets/core/stages/fetch.py" not in files  # imported by no tasks module
     h = hashlib.sha256()
-    for name in EXECUTOR_FILES:
-        h.update(f"{name}\0{hashlib.sha256((TASKS / name).read_bytes()).hexdigest()}\n".encode())
+    for name, path in files.items():
+        h.update(f"{name}\0{hashlib.sha256(path.read_bytes()).hexdigest()}\n".encode())
     assert executor_digest() == h.hexdigest()
-    assert {"executor.py", "checkpoints.py", "workers.py", "snapshot.py"} <= set(EXECUTOR_FILES)
+
+
+def test_a_new_tasks_module_changes_the_executor_digest(tmp_path: Path) -> None:
+    package = _package_copy(tmp_path)
+    before = executor_digest(package)
+    assert before == executor_digest()
+    (package / "new_step.py").write_text('"""A module no list names."""\n')
+    assert executor_digest(package) != before
+
+
+def test_a_core_module_reached_through_imports_changes_the_executor_digest(
+    tmp_path: Path,
+) -> None:
+    package = _package_copy(tmp_path)
+    core = package.parent / "core"
+    before = executor_digest(package)
+    (core / "stages" / "fetch.py").write_text("# not imported by the tasks package\n")
+    assert executor_digest(package) == before
+    (core / "helper_probe.py").write_text("# imported through another core module\n")
+    assert executor_digest(package) == before
+    errors = core / "errors.py"
+    errors.write_text(errors.read_text() + "\nfrom corpus_assets.core import helper_probe\n")
+    with_import = executor_digest(package)
+    assert with_import != before
+    (core / "helper_probe.py").write_text("# changed\n")
+    assert executor_digest(package) != with_import
 
 
 def test_declared_source_files_are_digested_relative_to_their_folder() -> None:
@@ -109,5 +158,5 @@ def test_identity_changes_name_each_difference() -> None:
         "input file 'data.txt' changed",
         "exclusion file 'new.jsonl' added",
         "recipe source file 'helper.py' removed",
-        "the executor's code (corpus_assets/tasks)",
+        "the executor's code (corpus_assets/tasks and the core modules it imports)",
     ]

@@ -85,6 +85,25 @@ def test_a_bad_rank_is_refused(kwargs: dict[str, object], message: str) -> None:
         RankedCandidate("t", **kwargs)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("metadata", "message"),
+    [
+        ({"when": object()}, "metadata is not JSON: Object of type object"),
+        ({"score": float("nan")}, "metadata is not JSON: Out of range float"),
+        ({"nested": [{1: "a"}]}, "metadata must be a JSON object"),
+        ({2: "two"}, "metadata must be a JSON object"),
+        (["not", "a", "mapping"], "metadata must be a JSON object"),
+    ],
+)
+def test_rank_metadata_must_be_json_and_the_error_names_the_candidate(
+    metadata: object, message: str
+) -> None:
+    with pytest.raises(ValueError, match=f"^rank of 'cand-7': {message}"):
+        RankedCandidate("cand-7", 0.5, metadata=metadata)  # type: ignore[arg-type]
+    candidate = RankedCandidate("cand-8", 0.5, metadata={"a": [1, 2.5, None, {"b": True}]})
+    assert list(on_disk([candidate]).ordered()) == [candidate]
+
+
 def test_a_bad_policy_is_refused() -> None:
     with pytest.raises(ValueError, match="minimum_per_group"):
         SelectionPolicy({"g": -1})

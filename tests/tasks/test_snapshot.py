@@ -396,6 +396,53 @@ def test_a_bad_json_line_is_caught_with_its_line_number(tmp_path: Path) -> None:
     assert "train.jsonl line 2: not JSON" in data_error(final)
 
 
+# --- training_rows() verifies again ----------------------------------------------------------
+
+
+def test_training_rows_is_a_list_of_the_train_rows(tmp_path: Path) -> None:
+    rows = load_snapshot(make(tmp_path)).training_rows()
+    assert isinstance(rows, list)
+    assert len(rows) == 5
+    assert rows == [t for _, _, t in triples()]
+
+
+@pytest.mark.parametrize("name", DATA_FILES)
+def test_training_rows_catch_a_file_changed_after_loading(tmp_path: Path, name: str) -> None:
+    final = make(tmp_path)
+    snap = load_snapshot(final)
+    path = final / name
+    data = bytearray(path.read_bytes())
+    at = data.index(b'"') + 1
+    data[at] = ord("X") if data[at] != ord("X") else ord("Y")
+    path.write_bytes(bytes(data))
+    with pytest.raises(DataError) as info:
+        snap.training_rows()
+    assert str(info.value) == data_error(final)  # the very line load_snapshot gives
+    assert f"{name} sha256 mismatch" in str(info.value)
+
+
+def test_training_rows_catch_an_edited_row_after_loading(tmp_path: Path) -> None:
+    final = make(tmp_path)
+    snap = load_snapshot(final)
+    path = final / "train.jsonl"
+    path.write_bytes(path.read_bytes().replace(b'"answer":"3"', b'"answer":"4"'))
+    with pytest.raises(DataError) as info:
+        snap.training_rows()
+    assert str(info.value) == data_error(final)
+
+
+def test_training_rows_check_the_manifest_they_were_loaded_with(tmp_path: Path) -> None:
+    """A folder resealed after loading is another dataset: its rows are not this snapshot's."""
+    final = make(tmp_path)
+    snap = load_snapshot(final)
+    path = final / "train.jsonl"
+    path.write_bytes(path.read_bytes().replace(b'"answer":"3"', b'"answer":"4"'))
+    reseal(final)
+    assert load_snapshot(final).dataset_id != snap.dataset_id
+    with pytest.raises(DataError, match=r"train\.jsonl sha256 mismatch"):
+        snap.training_rows()
+
+
 # --- Hugging Face export ----------------------------------------------------------------------
 
 

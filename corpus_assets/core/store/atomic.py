@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from corpus_assets.core.errors import ConfigError, CorpusError, TransientError
+from corpus_assets.core.errors import ConfigError, CorpusError, DiskError, TransientError
 
 MANIFEST = "_MANIFEST.json"
 
@@ -35,7 +35,7 @@ def disk_error(exc: OSError, path: Path) -> CorpusError:
     if exc.errno is None and _nearly_full(path):  # short writes (numpy, pyarrow) carry no errno
         reason = f"no space left on device ({reason})"
     elif exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM):
-        return CorpusError(f"cannot write {path}: {reason}")
+        return DiskError(f"cannot write {path}: {reason}")
     return TransientError(f"cannot write {path}: {reason}")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from dataclasses import dataclass
@@ -50,7 +51,11 @@ def _probe(path: Path, existing: Path) -> None:
         if first_missing.is_dir():
             return  # someone else just made it
         raise
-    os.rmdir(first_missing)
+    try:
+        os.rmdir(first_missing)
+    except OSError as exc:  # a build started at the same moment is filling it, or removed it
+        if exc.errno not in (errno.ENOTEMPTY, errno.ENOENT):
+            raise
 
 
 def tokenizer_slug(tokenizer_id: str) -> str:

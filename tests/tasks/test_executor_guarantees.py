@@ -1,0 +1,151 @@
+"""What the executor checks and rebuilds on its own: declared files hashed again before
+publication, and the derived batch files rebuilt from the checkpoints on resume.
+
+Real jobs of the scripted recipe (`executor_recipes.py`), in process or through `corpus tasks`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from job_support import job_state
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+
+
+def sample(task_id: str, text: str) -> dict[str, Any]:
+    return {"id": task_id, "input": {"text": text}, "answer": "1", "metadata": {}}
+
+
+def write_config(folder: Path, **fields: Any) -> Path:
+    """A JSON job config for the scripted recipe; `params` are the recipe's."""
+    config = {"recipe": "executor_recipes:make", "target_count": 2, "purpose": "harness"}
+    path = folder / "job.json"
+    path.write_text(json.dumps(config | fields), encoding="utf-8")
+    return path
+
+
+def corpus_tasks(
+    config: Path, output: Path, resume: bool = False
+) -> subprocess.CompletedProcess[str]:
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(REPO), str(HERE)])}
+    args = [sys.executable, "-m", "corpus_assets.cli", "tasks", "--config", str(config)]
+    args += ["--output", str(output)] + (["--resume"] if resume else [])
+    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=300, check=False)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# -- declared files hashed again before publication ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "name", "content", "what"),
+    [
+        pytest.param("inputs", "input.txt", "input bytes\n", "input", id="input"),
+        pytest.param(
+            "exclusions", "exclusions.jsonl", '{"task_id": "none"}\n', "exclusion", id="exclusion"
+        ),
+    ],
+)
+def test_a_declared_file_that_changes_during_the_job_fails_it_and_publishes_nothing(
+    tmp_path: Path, key: str, name: str, content: str, what: str
+) -> None:
+    declared = tmp_path / name
+    declared.write_text(content, encoding="utf-8")
+    before = sha256(declared)
+    config = write_config(
+        tmp_path,
+        **{key: [name]},
+        params={
+            "batches": [[sample("a", "A"), sample("b", "B")]],
+            "append_to": str(declared),  # select() appends to it: after it was hashed
+        },
+    )
+    output = tmp_path / "out"
+    done = corpus_tasks(config, output)
+    after = sha256(declared)
+    assert before != after
+    assert done.returncode == 65, done.stderr
+    errors = [line for line in done.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1, done.stderr  # one line, no traceback
+    assert f"{what} file {name!r} changed while the job ran" in errors[0]
+    assert before in errors[0] and after in errors[0]
+    assert not (output / "dataset").exists()
+    assert not (output / ".dataset.staging").exists()
+    job = job_state(output)
+    assert job["state"] == "failed" and job["exit_code"] == 65, job
+
+    declared.write_text(content, encoding="utf-8")  # restored: the resume publishes
+    resumed = corpus_tasks(config, output, resume=True)
+    assert resumed.returncode == 0, resumed.stderr
+    manifest = json.loads((output / "dataset" / "manifest.json").read_text())
+    assert manifest["sources"][key] == {name: before}
+
+
+# -- derived batch files rebuilt on resume -------------------------------------------------
+
+
+def batch_files(output: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((output / "work").glob("batch-*.jsonl"))}
+
+
+def three_batches(tmp_path: Path, **params: Any) -> Path:
+    """A job whose select needs three batches of two candidates."""
+    batches = [[sample(f"{b}{i}", f"B{b}-{i}") for i in range(2)] for b in range(3)]
+    return write_config(tmp_path, target_count=2, params={"batches": batches, "need": 6, **params})
+
+
+def damage(output: Path, batches: int = 3) -> None:
+    """Delete two derived files, forge one and add a byte to one (of the first `batches`)."""
+    work = output / "work"
+    (work / "batch-0-candidates.jsonl").unlink()
+    (work / "batch-1-public.jsonl").unlink()
+    (work / "batch-0-public.jsonl").write_bytes(b'{"task_id":"forged"}\n')
+    with open(work / f"batch-{batches - 1}-candidates.jsonl", "ab") as fh:
+        fh.write(b"\n")
+
+
+def test_a_finished_jobs_resume_rebuilds_missing_and_damaged_batch_files(tmp_path: Path) -> None:
+    config, output = three_batches(tmp_path), tmp_path / "out"
+    first = corpus_tasks(config, output)
+    assert first.returncode == 0, first.stderr
+    originals = batch_files(output)
+    assert len(originals) == 6  # both files of batches 0, 1 and 2
+    damage(output)
+    resumed = corpus_tasks(config, output, resume=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert batch_files(output) == originals
+    assert "rebuilt work/batch-0-candidates.jsonl from the checkpoints" in resumed.stderr
+    again = corpus_tasks(config, output, resume=True)  # intact files are left alone
+    assert "rebuilt" not in again.stderr
+    assert batch_files(output) == originals
+
+
+def test_a_failed_jobs_resume_rebuilds_the_batch_files_of_every_batch(tmp_path: Path) -> None:
+    """The job fails in batch 2; its resume rebuilds the files of batches 0 and 1 as well."""
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert corpus_tasks(three_batches(plain), plain / "out").returncode == 0
+    originals = batch_files(plain / "out")
+
+    fail = {"kind": "ValueError", "times": 1, "counter": str(tmp_path / "raised.txt"), "on": "20"}
+    config, output = three_batches(tmp_path, fail=fail), tmp_path / "out"
+    failed = corpus_tasks(config, output)
+    assert failed.returncode == 1, failed.stderr
+    assert job_state(output)["state"] == "failed"
+    assert sorted(batch_files(output)) == [n for n in sorted(originals) if "batch-2" not in n]
+    damage(output, batches=2)
+    resumed = corpus_tasks(config, output, resume=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert batch_files(output) == originals
