@@ -16,12 +16,15 @@ from pydantic import ValidationError
 from corpus_assets.core.config import DedupSpec
 from corpus_assets.core.errors import ConfigError
 from corpus_assets.core.text.minhash import (
+    _shingle_parts,
     candidate_rows,
     confirm_floor,
     duplicate_of,
     estimate,
     jaccard,
+    jaccard_of,
     near_duplicates,
+    shingle_sets,
     shingles,
     signatures,
 )
@@ -79,6 +82,24 @@ def near_copy(text: str, seed: int) -> str:
 )
 def test_jaccard_hand_examples(a: str, b: str, ngram: int, expected: float) -> None:
     assert jaccard(a, b, ngram) == pytest.approx(expected)
+
+
+def test_shingle_sets_of_a_batch_are_each_texts_own_set() -> None:
+    texts = [*ODD_TEXTS, prose(1), prose(2, words=3), FOX.upper()]
+    for text, batched in zip(texts, shingle_sets(texts, 5), strict=True):
+        alone = np.unique(np.concatenate([h for h, _ in _shingle_parts([text], 5)]))
+        assert batched.tolist() == alone.tolist() == shingles(text, 5).tolist()
+
+
+def test_jaccard_of_counts_the_common_shingles_as_intersect1d_does() -> None:
+    rng = np.random.default_rng(3)
+    for size_a, size_b in [(1, 1), (1, 50), (50, 1), (40, 60), (300, 7)]:
+        a = np.unique(rng.integers(0, 100, size_a, dtype=np.uint64))
+        b = np.unique(rng.integers(0, 100, size_b, dtype=np.uint64))
+        common = np.intersect1d(a, b, assume_unique=True).size
+        assert jaccard_of(a, b) == jaccard_of(b, a) == common / (a.size + b.size - common)
+    big = np.arange(2**63, 2**63 + 10, dtype=np.uint64)  # past the last element: no match
+    assert jaccard_of(big[:3], big[5:]) == 0.0 and jaccard_of(big, big) == 1.0
 
 
 def test_shingles_ignore_case_punctuation_and_spacing() -> None:

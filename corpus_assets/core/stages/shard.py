@@ -129,7 +129,8 @@ def _shard(
     shards, written = write(
         cfg, outputs, work / "tasks", dedup.exact | dedup.near, dedup.partial, staging, progress
     )
-    manifest = _manifest(cfg, sources, outputs, counts, len(dedup.partial), shards, written)
+    partial_copies, unchecked = len(dedup.partial), dedup.near_unchecked
+    manifest = _manifest(cfg, sources, outputs, counts, partial_copies, unchecked, shards, written)
     if screens.active:
         manifest |= _screening(screens, outputs, _write_audit(outputs, work / "tasks", staging))
     write_json(staging / MANIFEST, manifest)
@@ -273,6 +274,7 @@ def _manifest(
     outputs: list[TaskOutput],
     duplicates: dict[str, int],
     partial_copies: int,
+    near_unchecked: int,
     shards: list[dict[str, Any]],
     written: dict[str, Any],
 ) -> dict[str, Any]:
@@ -307,6 +309,7 @@ def _manifest(
         "dropped": dict(sorted(dropped.items())),
         "duplicates": duplicates,
         "partial_copies": partial_copies,
+        "near_unchecked": near_unchecked,
         "pii": written["pii"],
         "shards": shards,
         "code_version": CODE_VERSION,

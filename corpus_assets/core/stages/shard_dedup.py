@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from corpus_assets.core.stages.shard_tasks import TaskOutput, task_path
 from corpus_assets.core.stages.split_ranges import SPLIT_ROWS, read_range, split_by_range
 from corpus_assets.core.store.progress import Progress
 from corpus_assets.core.text.filters import make_filter
-from corpus_assets.core.text.minhash import confirm_floor, jaccard_of, keep_first
+from corpus_assets.core.text.minhash import UNCHECKED, confirm_floor, keep_first
 from corpus_assets.core.text.normalize import exact_key
 from corpus_assets.core.text.partial import new_paragraphs
 
@@ -43,6 +43,9 @@ class Dedup:
     """Near copies of an earlier kept document: dropped."""
     partial: dict[int, str]
     """Partial copies (see `partial`), by row: kept with only these, their new paragraphs."""
+    near_unchecked: int = 0
+    """Documents kept without being compared in a full LSH bucket (minhash.BUCKET_KEPT): the
+    only ones near dedup did not compare with every kept document of their buckets."""
 
 
 def duplicates(
@@ -82,7 +85,7 @@ def duplicates(
     finally:
         sigs.close()
         texts.close()
-    return out
+    return replace(out, near_unchecked=int(np.count_nonzero(partner == UNCHECKED)))
 
 
 def _grouped(
@@ -116,7 +119,7 @@ def _verifier(
         if sigs.estimate(i, j) < floor:
             return False
         progress.beat(f"near dedup: confirming candidate pairs (row {j:,} of {sigs.rows:,})")
-        return jaccard_of(texts.shingles(i), texts.shingles(j)) >= dedup.threshold
+        return texts.jaccard(i, j) >= dedup.threshold
 
     return verify
 

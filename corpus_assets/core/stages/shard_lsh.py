@@ -7,9 +7,10 @@ to the index folder. `group_band` then groups one band, a hash range at a time (
 RANGE_ROWS rows is first split by range into a file of its own, 16 bytes a row): it is an
 independent call (on Ray, a task), and its results, the buckets shared by two rows or more, go
 to a file per range. `keep_first` (core.text.minhash) walks the shared buckets of every band in
-row order, reading a signature or a text only for a candidate pair. Memory: one band's keys of
-one hash range (or SPLIT_ROWS of them) at a time while grouping (about 50 bytes a row), then
-the shared buckets (8 bytes a row per band it shares) and a few bytes per row.
+row order, reading a signature or a text only for a candidate pair (texts are shingled a block
+of candidates at a time: `Texts.shingles`). Memory: one band's keys of one hash range (or
+SPLIT_ROWS of them) at a time while grouping (about 50 bytes a row), then the shared buckets
+(8 bytes a row per band it shares), a few bytes per row and SHINGLE_CACHE_BYTES of shingles.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +32,21 @@ from corpus_assets.core.config import DedupSpec
 from corpus_assets.core.stages.shard_tasks import TaskOutput, task_path
 from corpus_assets.core.stages.split_ranges import SPLIT_ROWS, read_range, split_by_range
 from corpus_assets.core.store.atomic import atomic_writer
-from corpus_assets.core.text.minhash import BandGroups, band_groups, band_keys, shingles
+from corpus_assets.core.text.minhash import (
+    BandGroups,
+    band_groups,
+    band_keys,
+    jaccard_of,
+    shingle_sets,
+    shingles,
+)
 
 RANGE_ROWS = 1 << 19
 """At most about this many rows of one band are grouped at a time (more: hash ranges)."""
-SHINGLE_CACHE = 256
+SHINGLE_BLOCK = 64
+"""Candidate rows whose texts are shingled together, in one pass (a block)."""
+SHINGLE_CACHE_BYTES = 64 << 20
+"""Shingled blocks are kept, the least recently used dropped first, up to about this size."""
 
 
 @dataclass(frozen=True)
@@ -140,13 +152,19 @@ class Signatures:
         self.width = index.spec.num_perm
         self.rows = index.rows
         self.fh = open(index.folder / "sigs.u32", "rb")  # noqa: SIM115 (closed by close())
+        self.later = -1  # the row `later_row` holds
+        self.later_row: np.ndarray[Any, np.dtype[np.uint32]] = np.zeros(0, dtype=np.uint32)
 
     def row(self, i: int) -> np.ndarray[Any, np.dtype[np.uint32]]:
         data = os.pread(self.fh.fileno(), 4 * self.width, 4 * self.width * i)
         return np.frombuffer(data, dtype="<u4")
 
     def estimate(self, i: int, j: int) -> float:
-        return int(np.count_nonzero(self.row(i) == self.row(j))) / self.width
+        """The Jaccard estimate of rows i and j; keep_first asks about one j after another, so
+        j's row is read once for all its candidates."""
+        if j != self.later:
+            self.later, self.later_row = j, self.row(j)
+        return int(np.count_nonzero(self.row(i) == self.later_row)) / self.width
 
     def close(self) -> None:
         self.fh.close()
@@ -166,7 +184,10 @@ class Texts:
         self.candidates = candidates
         self.offsets = np.zeros(len(candidates) + 1, dtype=np.int64)
         self.ngram = index.spec.ngram
-        self.cache: OrderedDict[int, np.ndarray[Any, Any]] = OrderedDict()
+        self.cache: OrderedDict[int, dict[int, np.ndarray[Any, Any]]] = OrderedDict()
+        self.cached_bytes = 0
+        self.later = -1  # the row `later_set` holds
+        self.later_set: np.ndarray[Any, Any] = np.zeros(0, dtype=np.uint64)
         path = index.folder / "texts.bin"
         start = first = at = 0
         with open(path, "wb") as fh:
@@ -196,20 +217,53 @@ class Texts:
         self.fh = open(path, "rb")  # noqa: SIM115 (closed by close())
 
     def get(self, i: int) -> str:
-        k = int(np.searchsorted(self.candidates, i))
+        k = int(self.candidates.searchsorted(i))
         lo, hi = int(self.offsets[k]), int(self.offsets[k + 1])
         return os.pread(self.fh.fileno(), hi - lo, lo).decode("utf-8", "surrogatepass")
 
     def shingles(self, i: int) -> np.ndarray[Any, Any]:
-        """The shingle set of row i's text, a few recent ones cached."""
-        found = self.cache.get(i)
-        if found is None:
-            found = self.cache[i] = shingles(self.get(i), self.ngram)
-            if len(self.cache) > SHINGLE_CACHE:
-                self.cache.popitem(last=False)
+        """The shingle set of row i's text, cached by blocks of SHINGLE_BLOCK candidates, up to
+        SHINGLE_CACHE_BYTES. A block's first text asked for is shingled alone (where few rows
+        are confirmed, as among templates that only re-posts match, one text is all a block
+        needs); its second shingles the whole block at once (keep_first asks for rows about in
+        order, so where many are confirmed, their neighbours come next)."""
+        block, at = divmod(int(self.candidates.searchsorted(i)), SHINGLE_BLOCK)
+        sets = self.cache.get(block)
+        if sets is not None and at in sets:
+            self.cache.move_to_end(block)
+            return sets[at]
+        if sets is None:
+            sets = {at: shingles(self.get(i), self.ngram)}
         else:
-            self.cache.move_to_end(i)
-        return found
+            self.cached_bytes -= _nbytes(sets)
+            sets = dict(enumerate(self._shingle_block(block)))
+        self.cache[block] = sets
+        self.cache.move_to_end(block)
+        self.cached_bytes += _nbytes(sets)
+        while self.cached_bytes > SHINGLE_CACHE_BYTES and len(self.cache) > 1:
+            _, dropped = self.cache.popitem(last=False)
+            self.cached_bytes -= _nbytes(dropped)
+        return sets[at]
+
+    def _shingle_block(self, block: int) -> list[np.ndarray[Any, Any]]:
+        """The shingle sets of one block's texts, read with one pread."""
+        lo = block * SHINGLE_BLOCK
+        ends = self.offsets[lo : lo + SHINGLE_BLOCK + 1]
+        data = os.pread(self.fh.fileno(), int(ends[-1] - ends[0]), int(ends[0]))
+        cuts = (ends - ends[0]).tolist()
+        texts = [data[a:b].decode("utf-8", "surrogatepass") for a, b in pairwise(cuts)]
+        return shingle_sets(texts, self.ngram)
+
+    def jaccard(self, i: int, j: int) -> float:
+        """The exact Jaccard of rows i and j; keep_first asks about one j after another, so j's
+        shingle set is looked up once for all its candidates."""
+        if j != self.later:
+            self.later, self.later_set = j, self.shingles(j)
+        return jaccard_of(self.shingles(i), self.later_set)
 
     def close(self) -> None:
         self.fh.close()
+
+
+def _nbytes(sets: dict[int, np.ndarray[Any, Any]]) -> int:
+    return sum(s.nbytes for s in sets.values())
