@@ -27,4 +27,4 @@ lint: setup
 test: setup
 	bash scripts/test-deps.sh
 	$(MAKE) lint
-	HF_HUB_OFFLINE=1 $(BIN)/pytest -q
+	HF_HUB_OFFLINE=1 $(BIN)/pytest -q --durations=25

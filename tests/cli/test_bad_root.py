@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -78,16 +79,35 @@ def test_bad_root_from_the_environment(corpus: CorpusRunner, tmp_path: Path) -> 
     ]
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="permission bits do not bind root")
-def test_read_only_folder_as_a_user(corpus: CorpusRunner, tmp_path: Path) -> None:
+def _as_a_user() -> list[str]:
+    """A command prefix under which permission bits bind: nothing for a user; for root (CI),
+    `setpriv` dropping the capabilities that let root write anywhere (CAP_DAC_OVERRIDE and
+    CAP_DAC_READ_SEARCH), so root is refused as its folders' modes say."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.fail("running as root needs setpriv (util-linux) to test permission bits")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--"]
+
+
+def test_read_only_folder_as_a_user(tmp_path: Path) -> None:
     config = _example(tmp_path)
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o555)
-    done = corpus("run", "--stage", "fetch", "--config", config, "--root", locked)
-    assert done.returncode == 64
+    cmd = [*_as_a_user(), sys.executable, "-m", "corpus_assets.cli", "run", "--stage", "fetch"]
+    done = subprocess.run(
+        [*cmd, "--config", str(config), "--root", str(locked)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 64, done.stderr
     assert done.stderr.splitlines() == [
         f"corpus run: error: data root {locked}: not writable (Permission denied)"
     ]
+    assert list(locked.iterdir()) == []
 
 
 def test_a_new_root_is_fine_and_the_probe_leaves_nothing(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from dagster_support import REPO, variant
 from e2e_support import DagsterDev, wait_for
 from playwright.sync_api import Locator, Page
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+from support.environment import unavailable
 
 from corpus_assets.core.config import load_config
 from corpus_assets.core.stages.verify import verify_path
@@ -33,9 +33,7 @@ ARTIFACTS = REPO / "test-artifacts"
 def _chromium() -> str:
     if Path(CHROMIUM).is_file() or shutil.which("chromium"):
         return CHROMIUM if Path(CHROMIUM).is_file() else str(shutil.which("chromium"))
-    if os.environ.get("CI") == "true":
-        pytest.fail("chromium is missing in CI: scripts/test-deps.sh should have installed it")
-    pytest.skip("chromium is not installed (apt-get install chromium, or scripts/test-deps.sh)")
+    unavailable("chromium is not installed (apt-get install chromium, or scripts/test-deps.sh)")
 
 
 def _skip_community_modal(page: Page) -> None:

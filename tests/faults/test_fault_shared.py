@@ -15,6 +15,7 @@ import dagster as dg
 import pytest
 from dagster_support import variant
 from fault_support import runs_of, tree
+from support.environment import unavailable
 
 from corpus_assets import dagster_build
 from corpus_assets.core.config import load_config
@@ -99,7 +100,7 @@ def _tiny_disk(folder: Path, size: str) -> Iterator[Path]:
         ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True
     )
     if mount.returncode != 0:
-        pytest.skip(f"mounts are not permitted here: {mount.stderr.decode().strip()}")
+        unavailable(f"a full disk needs a tmpfs mount (root): {mount.stderr.decode().strip()}")
     try:
         yield folder
     finally:

@@ -13,6 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dagster"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 from pg_support import PgServer, database, pg_bin, running_server
+from support.environment import unavailable
 
 _names = itertools.count()
 
@@ -22,10 +23,7 @@ def pg_server() -> Iterator[PgServer]:
     """A PostgreSQL server (initdb in a temporary folder, a free loopback port), torn down."""
     bin_dir = pg_bin()
     if bin_dir is None:
-        message = "PostgreSQL is not installed (scripts/test-deps.sh installs it as root)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        unavailable("PostgreSQL is not installed (scripts/test-deps.sh installs it as root)")
     with running_server(bin_dir) as server:
         yield server
 

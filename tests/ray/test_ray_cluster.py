@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from cluster_support import LocalCluster, can_unshare_mounts
 from ray_support import build, corpus, outputs, write_config
+from support.environment import unavailable
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +40,11 @@ def test_a_build_on_a_ray_cluster_matches_the_local_pool(
     assert outputs(root) == outputs(local)
 
 
-@pytest.mark.skipif(not can_unshare_mounts(), reason="needs `unshare -m` (root)")
 def test_a_node_that_cannot_see_the_data_root_fails_the_stage_early(
     cluster: LocalCluster, tmp_path: Path, bench_corpus: Path
 ) -> None:
+    if not can_unshare_mounts():
+        unavailable("a node without the data root needs `unshare -m` (root)")
     cfg = write_config(tmp_path, bench_corpus)
     root = tmp_path / "root"
     corpus(cluster.env, "run", "--stage", "fetch", "--config", str(cfg), "--root", str(root))

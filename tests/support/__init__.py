@@ -1,0 +1,1 @@
+"""Helpers shared by every tier of the tests (the `tests` folder is on sys.path)."""
