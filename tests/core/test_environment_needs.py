@@ -8,7 +8,7 @@ from support.environment import unavailable
 
 def test_a_missing_piece_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CI", "true")
-    with pytest.raises(pytest.fail.Exception, match="chromium is not installed .*CI=true"):
+    with pytest.raises(pytest.fail.Exception, match=r"chromium is not installed .*CI=true"):
         unavailable("chromium is not installed")
 
 

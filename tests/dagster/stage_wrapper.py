@@ -8,6 +8,8 @@ Modes (applied only to `corpus run --stage STAGE`, or every stage without --stag
   stall=SECS        every attempt prints nothing and sleeps (a hung stage)
   corrupt-shard     run for real, then flip bytes in the middle of the first shard file
   hang-task=INDEX   run for real, but shard task INDEX sleeps silently in its pool worker
+  fail-after=CODE   run for real, list the build's shard and token files in DIR/published.json,
+                    then exit CODE (a stage that fails after writing its output)
 Anything else runs the real CLI unchanged. The child replaces this process (same pid, signals).
 """
 
@@ -48,6 +50,22 @@ def main() -> None:
         from corpus_assets.cli import main as corpus_main
 
         corpus_main(args)
+    if mode == "fail-after":
+        import json
+        import subprocess
+
+        from corpus_assets.core.config import load_config
+        from corpus_assets.core.store.layout import Layout
+
+        code = subprocess.call(real)
+        layout = Layout(Path(args[args.index("--root") + 1]).resolve())
+        cfg = load_config(args[args.index("--config") + 1])
+        published = {
+            name: sorted(str(p) for p in folder.rglob("*") if p.is_file())
+            for name, folder in (("shards", layout.shards(cfg)), ("tokens", layout.tokens(cfg)))
+        }
+        (opts.state / "published.json").write_text(json.dumps(published))
+        sys.exit(int(value) if code == 0 else code)
     if mode == "corrupt-shard":
         import subprocess
 

@@ -84,6 +84,29 @@ def test_failed_stage_compensates(example: Path, root: Path, instance: dg.Dagste
     _assert_cleaned(instance, root, config, result.run_id)
 
 
+@pytest.mark.parametrize("compensate", [True, False], ids=["by corpus build", "by the sensors"])
+def test_a_stage_that_fails_after_writing_is_cleaned_up(
+    example: Path, root: Path, instance: dg.DagsterInstance, tmp_path: Path, compensate: bool
+) -> None:
+    """The tokenize stage writes and publishes the token files, then exits 65: the build's shards
+    and tokens really existed when the run failed, and its one cleanup removes every one."""
+    state = tmp_path / "state"
+    runner = wrapped(state, "fail-after=65", stage="tokenize")
+    result = dagster_build.build(
+        example, root, instance, stage_runner=runner, compensate=compensate
+    )
+    assert result.exit_code == 65
+    published = json.loads((state / "published.json").read_text())
+    written = [Path(p) for p in published["shards"] + published["tokens"]]
+    assert [p.name for p in written].count("_MANIFEST.json") == 2, published
+    assert any(p.suffix == ".parquet" for p in written) and len(published["tokens"]) > 1
+    if not compensate:  # nothing is removed until the sensors' cleanup runs
+        assert all(p.is_file() for p in written)
+        launch_cleanups(sensor_requests(instance, result.run_id), root, instance)
+    assert [p for p in written if p.exists()] == []
+    _assert_cleaned(instance, root, example, result.run_id)
+
+
 def test_sensors_leave_a_claimed_run_to_its_build(
     example: Path, root: Path, instance: dg.DagsterInstance, tmp_path: Path
 ) -> None:
