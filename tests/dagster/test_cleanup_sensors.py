@@ -157,6 +157,7 @@ def test_cancelled_run_requests_cleanup(
     )
     cfg = load_config(example)
     outcome: dict[str, dagster_build.BuildResult] = {}
+    attempts = tmp_path / "wrapper" / "shard.attempts"  # the wrapper writes it as it starts
 
     def cancel_when_shard_starts() -> None:
         deadline = time.monotonic() + 120
@@ -166,7 +167,9 @@ def test_cancelled_run_requests_cleanup(
                     run.run_id, of_type=dg.DagsterEventType.STEP_START
                 ).records
                 if any(r.event_log_entry.step_key == "shards" for r in started):
-                    time.sleep(1.0)  # the stage subprocess is up and stalling
+                    while not attempts.exists():  # until the stage subprocess is up, stalling
+                        assert time.monotonic() < deadline, "the shard stage never started"
+                        time.sleep(0.05)
                     instance.report_run_canceling(run)
                     os.kill(os.getpid(), signal.SIGINT)
                     return
@@ -182,7 +185,7 @@ def test_cancelled_run_requests_cleanup(
     assert time.monotonic() - start < 60, "the stalled stage was not stopped"
     run = instance.get_run_by_id(outcome["build"].run_id)
     assert run is not None and run.status == dg.DagsterRunStatus.CANCELED
-    assert (tmp_path / "wrapper" / "shard.attempts").read_text() == "1", "cancel is not retried"
+    assert attempts.read_text() == "1", "cancel is not retried"
 
     request = _evaluate(
         corpus_cleanup_on_cancel, instance, run.run_id, dg.DagsterEventType.RUN_CANCELED

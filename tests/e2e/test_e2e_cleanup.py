@@ -12,10 +12,11 @@ import dagster as dg
 import pytest
 from dagster_support import WRAPPER
 from e2e_support import DagsterDev, wait_for
+from support.sensors import ticks_after
 
 from corpus_assets.core.config import load_config
 from corpus_assets.core.store.layout import Layout
-from corpus_assets.sensors.cleanup import CLEANUP_OF_TAG
+from corpus_assets.sensors.cleanup import CLEANUP_OF_TAG, FAILURE_SENSOR
 
 DAGSTER = str(Path(sys.executable).with_name("dagster"))
 
@@ -86,5 +87,7 @@ def test_failed_cli_run_is_cleaned_up_once(dagster_dev: DagsterDev, tmp_path: Pa
         assert not layout.shards(cfg).exists()
         assert any(layout.raw.glob("tiny-*/_SOURCE.json"))
         assert key not in instance.get_materialized_partitions(dg.AssetKey("shards"))
-        time.sleep(12)  # two more sensor intervals: still exactly one cleanup
+        ended = time.time()  # the cleanup run was seen SUCCESS: it ended before this
+        # two ticks of the failure sensor that began after the cleanup ended: still one cleanup
+        wait_for(lambda: len(ticks_after(instance, FAILURE_SENSOR, ended)) >= 2, 120, "2 ticks")
         assert len(cleanup_runs()) == 1 == len(runs), "one cleanup per failed run"

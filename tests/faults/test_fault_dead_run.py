@@ -18,6 +18,8 @@ import dagster as dg
 import pytest
 from dagster_support import WRAPPER, variant
 from fault_support import descendants, materializations, runs_of, sensor_requests, tree
+from support.processes import live_in_group
+from support.sensors import ticks_after
 
 from corpus_assets.core.config import load_config
 from corpus_assets.core.store.atomic import MANIFEST
@@ -257,20 +259,6 @@ def _daemon(root: Path, cwd: Path) -> Iterator[subprocess.Popen[bytes]]:
                 break
 
 
-def _ticks_after(instance: dg.DagsterInstance, sensor: str, after: float) -> list[str]:
-    """What `sensor`'s finished ticks that started after `after` said (skip or run keys)."""
-    from dagster._core.scheduler.instigation import InstigatorType, TickStatus
-
-    out = []
-    for state in instance.all_instigator_state(instigator_type=InstigatorType.SENSOR):
-        if state.name == sensor:
-            for tick in instance.get_ticks(state.instigator_origin_id, state.selector_id):
-                if tick.timestamp > after and tick.status != TickStatus.STARTED:
-                    requested = f"requested runs with keys {sorted(tick.run_keys)}"
-                    out.append(tick.skip_reason or requested)
-    return out
-
-
 def _cleanups_of(instance: dg.DagsterInstance, run_id: str) -> list[dg.DagsterRun]:
     return list(instance.get_runs(filters=dg.RunsFilter(tags={CLEANUP_OF_TAG: run_id})))
 
@@ -322,7 +310,7 @@ def test_daemon_marks_dead_runs_and_spares_a_rebuilt_partition(
         assert first.wait(timeout=30) == -signal.SIGKILL
     assert (layout.shards(cfg) / MANIFEST).is_file()
     raw = tree(root, "raw")
-    time.sleep(3)  # nothing else marks it
+    assert live_in_group(first.pid) == [], "a process of the daemon's could still mark it"
     assert _status(instance, dead.run_id) == STARTED
     with _daemon(root, tmp_path):
         # The next daemon's sensor marks it failed; the run is then cleaned up once like any
@@ -361,7 +349,7 @@ def test_daemon_marks_dead_runs_and_spares_a_rebuilt_partition(
         ticks = wait_for(
             lambda: [
                 t
-                for t in _ticks_after(
+                for t in ticks_after(
                     instance, "corpus_cleanup_on_failure", failed.event_log_entry.timestamp - 60
                 )
                 if stuck.run_id in t

@@ -21,6 +21,7 @@ import pytest
 from dagster_support import REPO, WRAPPER, copy_example, variant
 from e2e_support import STARTUP_TIMEOUT, DagsterDev, free_port, ready, sensors_ticked, wait_for
 from pg_support import PgServer, database
+from support.sensors import ticks_after
 
 from corpus_assets.core.config import load_config
 from corpus_assets.core.stages.verify import verify_path
@@ -137,9 +138,11 @@ def test_failed_run_is_cleaned_up_by_the_sensor(
     wait_for(lambda: [c for c in cleanups() if c[0] == "SUCCESS"], 240, "the cleanup run", 2.0)
     assert not layout.shards(cfg).exists() and not (layout.root / "work" / cfg.hash12).exists()
     assert any(layout.raw.glob("tiny-*/_SOURCE.json")), "raw is kept"
-    time.sleep(12)  # two more sensor intervals: still exactly one cleanup
-    assert cleanups() == [("SUCCESS", FAILURE_SENSOR, "corpus_cleanup")]
     with pg_dev.instance() as instance:
+        ended = time.time()  # the cleanup run was seen SUCCESS: it ended before this
+        # two ticks of the failure sensor that began after the cleanup ended: still one cleanup
+        wait_for(lambda: len(ticks_after(instance, FAILURE_SENSOR, ended)) >= 2, 120, "2 ticks")
+        assert cleanups() == [("SUCCESS", FAILURE_SENSOR, "corpus_cleanup")]
         assert key not in instance.get_materialized_partitions(dg.AssetKey("shards"))
     _no_sqlite_instance(pg_dev.root)
 
