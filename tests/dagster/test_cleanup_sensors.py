@@ -214,6 +214,14 @@ def _materialize(
     )
 
 
+def _written(root: Path) -> set[str]:
+    """The files under the data root, but its Dagster instance, run logs and lock files (a
+    stage takes its build's lock before it looks for its upstream; lock files stay)."""
+    skip = ("dagster/", "logs/", "locks/")
+    files = (str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    return {f for f in files if not f.startswith(skip)}
+
+
 def _failure(result: dg.ExecuteInProcessResult, step: str) -> Any:
     event = next(e for e in result.all_events if e.is_step_failure and e.step_key == step)
     return event.step_failure_data.user_failure_data
@@ -223,8 +231,10 @@ def test_shards_of_an_unfetched_partition_fail_in_one_sentence_and_need_no_clean
     example: Path, root: Path, instance: dg.DagsterInstance
 ) -> None:
     key = dagster_build.register(example, root, instance).partition_key
+    before = _written(root)
     result = _materialize(root, instance, key, "shards", "tokens")
     assert not result.success
+    assert _written(root) == before, "nothing written"
     failure = _failure(result, "shards")
     first = failure.description.splitlines()[0]
     assert first.startswith("materialize raw first: source 'tiny' was not fetched"), first
@@ -243,7 +253,9 @@ def test_tokens_of_an_unsharded_partition_name_shards_first(
 ) -> None:
     key = dagster_build.register(example, root, instance).partition_key
     assert _materialize(root, instance, key, "raw").success
+    before = _written(root)
     result = _materialize(root, instance, key, "tokens")
+    assert _written(root) == before, "nothing written"
     first = _failure(result, "tokens").description.splitlines()[0]
     assert first.startswith("materialize shards first: no shards manifest at "), first
     skip = _evaluate(
@@ -257,7 +269,9 @@ def test_an_unknown_partition_key_fails_in_one_line_and_is_removed(
 ) -> None:
     key = "typed-by-hand-0123456789ab"
     instance.add_dynamic_partitions("corpus_configs", [key])  # the dialog's "Add partition"
+    before = _written(root)
     result = _materialize(root, instance, key, "raw", "shards", "tokens")
+    assert _written(root) == before, "nothing written"
     failure = _failure(result, "raw")
     assert len(failure.description.splitlines()) == 1
     assert f"partition {key!r} is not registered" in failure.description
