@@ -7,6 +7,10 @@ the CLI in tests/cli/test_preflight_cli.py, where HF_HOME is set before the hub 
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -98,9 +102,38 @@ def test_a_source_path_that_matches_no_file(
     assert says.format(tmp=tmp_path) in message
 
 
+PREFLIGHT_ONLINE = """
+import sys
+from corpus_assets.core.config import load_config
+from corpus_assets.core.stages.preflight import preflight
+preflight(load_config(sys.argv[1]))
+"""
+
+
 def test_an_hf_hub_dataset_id_is_not_looked_up(tmp_path: Path) -> None:
-    """Hub datasets are the fetch stage's business (network); only local paths are checked."""
-    preflight(config(tmp_path, with_sources(source(kind="hf", path="org/some-dataset"))))
+    """Hub datasets are the fetch stage's business (network); only local paths are checked.
+    Online, with the hub at a local socket that counts its connections: none arrives."""
+    cfg = tmp_path / "hub.json"
+    raw = with_sources(source(kind="hf", path="org/some-dataset"))
+    cfg.write_text(json.dumps(raw), encoding="utf-8")
+    with socket.socket() as hub:
+        hub.bind(("127.0.0.1", 0))
+        hub.listen(8)
+        hub.settimeout(0.5)
+        env = {**os.environ, "HF_HUB_OFFLINE": "0", "HF_DATASETS_OFFLINE": "0"}
+        env["HF_ENDPOINT"] = f"http://127.0.0.1:{hub.getsockname()[1]}"
+        env["HF_HOME"] = str(tmp_path / "hf-home")
+        done = subprocess.run(
+            [sys.executable, "-c", PREFLIGHT_ONLINE, str(cfg)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        with pytest.raises(TimeoutError):  # no connection waits to be accepted
+            hub.accept()
 
 
 @pytest.mark.parametrize(
