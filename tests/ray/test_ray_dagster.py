@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import time
 from pathlib import Path
 
+import pytest
 from ray_support import REPO, corpus, outputs, ray_env, write_config
 
 from corpus_assets.resources.stage_runner import StageRunner
@@ -65,6 +67,38 @@ def test_an_unreachable_ray_address_is_exit_75_in_one_line(
         f"corpus run: error: cannot connect to Ray at {address}: Connection refused; is the "
         "cluster's head running there (`ray start --head`)?"
     ], run.stderr
+
+
+def test_a_ray_address_that_drops_packets_is_exit_75_after_the_tcp_check(
+    tmp_path: Path, bench_corpus: Path, home: Path, short_tmp: Path
+) -> None:
+    """A listening socket whose accept queue is full drops further SYNs, as a firewall does:
+    the TCP check gives up after its timeout (10 s), where Ray would keep trying."""
+    env = ray_env(home, short_tmp)
+    cfg = write_config(tmp_path, bench_corpus)
+    common = ("--config", str(cfg), "--root", str(tmp_path / "root"))
+    corpus(env, "run", "--stage", "fetch", *common)
+    with socket.socket() as head, socket.socket() as filler, socket.socket() as probe:
+        head.bind(("127.0.0.1", 0))
+        head.listen(0)
+        filler.connect(head.getsockname())  # the one place in the queue, never accepted
+        probe.settimeout(1.0)
+        with pytest.raises(TimeoutError):  # a further connection now waits unanswered
+            probe.connect(head.getsockname())
+        address = f"127.0.0.1:{head.getsockname()[1]}"
+        start = time.monotonic()
+        run = corpus(
+            env, "run", "--stage", "shard", *common, "--backend", "ray", "--ray-address", address,
+            check=False,
+        )  # fmt: skip
+        took = time.monotonic() - start
+    assert run.returncode == 75, run.stderr
+    errors = [line for line in run.stderr.splitlines() if "error:" in line]
+    assert errors == [
+        f"corpus run: error: cannot connect to Ray at {address}: timed out; is the "
+        "cluster's head running there (`ray start --head`)?"
+    ], run.stderr
+    assert took < 60, f"the check gave up only after {took:.1f} s"
 
 
 def test_corpus_build_on_ray_builds_the_same_partition_and_bytes(
