@@ -104,6 +104,7 @@ def test_materializations_carry_config_sources_files_and_schema(
     assert base64.b64decode(plots[1][1]) == (folder / "report_drops.png").read_bytes()
     assert base64.b64decode(plots[4][1]) == (folder / "report_tokens.png").read_bytes()
     assert '"license": "cc0-1.0"' in made["report"]  # the config, as the manifest holds it
+    assert 100_000 <= len(made["report"].encode()) <= 130_000  # README: "100-130 KB"
     assert made["report_path"] == str(folder / "REPORT.md")
     assert "![Tokens per document](report_tokens.png)" in (folder / "REPORT.md").read_text()
     assert _observed(instance, "shards", key) == made
