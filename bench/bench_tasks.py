@@ -1,4 +1,5 @@
-"""Task-dataset executor: candidates per second by backend and workers, and peak RSS by pool size.
+"""Task-dataset executor: candidates per second by backend and workers against the bare recipe
+loop, and peak RSS by pool size.
 
     .venv/bin/python bench/bench_tasks.py [--small 10000] [--large 100000] [--base 512]
                                           [--work DIR] [--quick] [--part both|plain|calibrated]
@@ -12,6 +13,12 @@ workers, select, projection, snapshot), `--small` and `--large`.
 Throughput is generated candidates / wall seconds of the `--large` run ("wall", start-up
 included) and, with the `--base` run of the same backend subtracted, (large - base) /
 (wall_large - wall_base) ("marginal": per-candidate cost alone).
+
+The baseline ("bare"): the same recipe on the same `--large` candidates in one Python loop in
+this process, no executor: generate, clean, the canonical JSON line of each cleaned sample and
+its sha256, deduplication by task id in a set, then `training_row` of each retained sample. It
+runs before the jobs and after them; its candidates/s is the mean of the two (imports and
+recipe construction not timed). "x bare" is a job's wall candidates/s divided by it.
 
 Memory, two numbers per run: "tree" is the peak of the sum of RSS over the `corpus tasks`
 process and all its descendants (the spawned producer and workers), polled from /proc every
@@ -43,6 +50,7 @@ for a test. No timing assertions: the numbers are printed, not checked.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -73,6 +81,31 @@ def write_job(path: Path, candidates: int, backend: str, workers: int) -> Path:
     }
     path.write_text(json.dumps(config, indent=1), encoding="utf-8")
     return path
+
+
+def bare_loop(candidates: int) -> dict[str, Any]:
+    """The recipe without the executor: seconds and counts of one loop over `candidates`."""
+    from corpus_assets.recipes.arithmetic import create_recipe
+    from corpus_assets.tasks.files import jsonl_line
+    from corpus_assets.tasks.types import GenerateContext
+
+    recipe = create_recipe(candidate_count=candidates, maximum_per_recipe=candidates)
+    context = GenerateContext(seed=0, batch_index=0, target_count=64, purpose="harness")
+    seen: dict[str, str] = {}
+    generated = rejected = 0
+    start = time.perf_counter()
+    for sample in recipe.generate(context):
+        generated += 1
+        cleaned = recipe.clean(sample)
+        if cleaned is None:
+            rejected += 1
+            continue
+        digest = hashlib.sha256(jsonl_line(cleaned.to_json())).hexdigest()
+        if cleaned.task_id not in seen:
+            seen[cleaned.task_id] = digest
+            recipe.training_row(cleaned)
+    wall = time.perf_counter() - start
+    return {"wall_s": round(wall, 3), "generated": generated, "retained": len(seen)}
 
 
 def parents() -> dict[int, int]:
@@ -198,15 +231,20 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def summarize(runs: list[dict[str, Any]], sizes: dict[str, int]) -> dict[str, Any]:
-    """Per backend/workers: throughput (wall and marginal) and the large / small RSS ratios."""
+def summarize(
+    runs: list[dict[str, Any]], sizes: dict[str, int], bare: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Per backend/workers: throughput (wall and marginal), the wall throughput over the bare
+    loop's, and the large / small RSS ratios."""
     by = {(r["backend"], r["workers"], r["candidates"]): r for r in runs}
+    bare_rate = sum(b["generated"] / b["wall_s"] for b in bare) / len(bare)
     configs: dict[str, dict[str, Any]] = {}
     for backend, workers in CONFIGS:
         base, small, large = (by[(backend, workers, sizes[k])] for k in ("base", "small", "large"))
         extra = large["generated"] - base["generated"]
         configs[f"{backend}-{workers}"] = {
             "candidates_per_s_wall": round(large["generated"] / large["wall_s"], 1),
+            "over_bare": round(large["generated"] / large["wall_s"] / bare_rate, 3),
             "candidates_per_s_marginal": round(
                 extra / max(large["wall_s"] - base["wall_s"], 1e-9), 1
             ),
@@ -220,6 +258,7 @@ def summarize(runs: list[dict[str, Any]], sizes: dict[str, int]) -> dict[str, An
     }
     return {
         "sizes": sizes,
+        "bare": {"candidates_per_s": round(bare_rate, 1), "runs": bare},
         "configs": configs,
         "process_2_over_1_wall": round(
             two["candidates_per_s_wall"] / one["candidates_per_s_wall"], 3
@@ -247,13 +286,20 @@ def print_table(summary: dict[str, Any]) -> None:
             f"{r['duplicates']:>8}{r['tree_rss_mb']:>9.1f}{r['process_rss_mb']:>9.1f}{r['processes']:>3}"
         )
     large, small = summary["sizes"]["large"], summary["sizes"]["small"]
+    bare = summary["bare"]
+    walls = ", ".join(f"{b['wall_s']:.2f}s" for b in bare["runs"])
     print(
-        f"\n{'':12}{'cand/s wall':>12}{'marginal':>10}"
+        f"\nbare loop N={large}: {bare['candidates_per_s']:.0f} candidates/s (mean of {walls}; "
+        f"{bare['runs'][0]['retained']} retained)"
+    )
+    print(
+        f"\n{'':12}{'cand/s wall':>12}{'x bare':>8}{'marginal':>10}"
         f"{f'tree RSS {large}/{small}':>24}{'process':>9}"
     )
     for name, c in summary["configs"].items():
         print(
-            f"{name:12}{c['candidates_per_s_wall']:>12.0f}{c['candidates_per_s_marginal']:>10.0f}"
+            f"{name:12}{c['candidates_per_s_wall']:>12.0f}{c['over_bare']:>8.2f}"
+            f"{c['candidates_per_s_marginal']:>10.0f}"
             f"{c['tree_rss_ratio']:>24.3f}{c['process_rss_ratio']:>9.3f}"
         )
     print(
@@ -498,14 +544,17 @@ def main() -> None:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         if args.part in ("both", "plain"):
-            runs = []
+            runs, bare = [], [bare_loop(args.large)]
+            print(f"bare N={args.large}: {bare[-1]['wall_s']:.2f}s", file=sys.stderr)
             for backend, workers in CONFIGS:
                 for size in sizes.values():
                     runs.append(run_job(work, size, backend, workers, args.poll))
                     print(
                         f"{backend}/{workers} N={size}: {runs[-1]['wall_s']:.2f}s", file=sys.stderr
                     )
-            summary = summarize(runs, sizes)
+            bare.append(bare_loop(args.large))
+            print(f"bare N={args.large}: {bare[-1]['wall_s']:.2f}s", file=sys.stderr)
+            summary = summarize(runs, sizes, bare)
             print_table(summary)
         if args.part in ("both", "calibrated"):
             probes, standins, cal_runs = [], [], []

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, overload
 
 from corpus_assets.core.errors import DataError
-from corpus_assets.tasks.files import PRIVATE_FILE, jsonl_line
+from corpus_assets.tasks.files import PRIVATE_FILE
 from corpus_assets.tasks.ranking import RankedCandidate, RankingTable
 from corpus_assets.tasks.types import JSON, DataSample, ProjectedRow
 
@@ -82,12 +82,17 @@ CREATE TABLE IF NOT EXISTS projection (
 """
 
 COUNTS = ("rejected", "duplicates", "excluded", "retained")
+WAL_CHECKPOINT_PAGES = 10_000
 IN_LIMIT = 500  # ids per `IN (...)` lookup (SQLite caps bound parameters)
+_CANONICAL = json.JSONEncoder(  # one encoder: json.dumps builds one per call with these options
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
 
 
 def canonical(obj: JSON) -> str:
-    """The one canonical JSON text of a value (sorted keys, no spaces, UTF-8 unescaped)."""
-    return jsonl_line(obj).decode("utf-8").removesuffix("\n")
+    """The one canonical JSON text of a value (sorted keys, no spaces, UTF-8 unescaped): the
+    text of `jsonl_line(obj)` without its newline."""
+    return _CANONICAL.encode(obj)
 
 
 def _sha(text: str) -> str:
@@ -109,14 +114,15 @@ class Cleaned(NamedTuple):
 
     @classmethod
     def of(cls, sample: DataSample) -> Cleaned:
-        payload = canonical(sample.to_json())
+        """Each field encoded once: the payload and the public task are the canonical texts of
+        their fields joined in sorted key order, which is `canonical` of the whole object."""
+        task = sample.task
+        task_input, reference = canonical(task.input), canonical(sample.reference)
+        head = f'{{"input":{task_input},"metadata":{canonical(dict(task.metadata))},'
+        tail = f'"task_id":{canonical(task.task_id)}}}'
+        payload = f'{head}"reference":{reference},{tail}'
         return cls(
-            sample.task_id,
-            payload,
-            canonical(sample.task.to_json()),
-            _sha(payload),
-            _sha(canonical(sample.task.input)),
-            _sha(canonical(sample.reference)),
+            task.task_id, payload, head + tail, _sha(payload), _sha(task_input), _sha(reference)
         )
 
 
@@ -151,6 +157,9 @@ class Checkpoints:
             path.chmod(PRIVATE_FILE)  # the -wal and -shm files take the database's mode
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
+        # the pool's payloads pass through the WAL: copy them into the database every 10,000
+        # pages (about 40 MB) rather than every 1,000 (the default), a tenth of the passes
+        self.db.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
         self.db.executescript(_SCHEMA)
         self._next_seq = int(self.db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0])
         self._ranking: RankingTable | None = None

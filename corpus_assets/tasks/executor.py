@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -62,6 +63,7 @@ from corpus_assets.tasks.workers import (
 )
 
 MAX_RETRY_DELAY_S = 60.0
+PROGRESS_EVERY_S = 0.5  # generating: a progress update at most this often, and one at the end
 SOURCE_KEYS = (  # the identity's file digests hashed again before publication
     ("inputs", "input"),
     ("exclusions", "exclusion"),
@@ -145,6 +147,8 @@ class DataJob:
         self.corpus_inputs: tuple[corpus_inputs.CorpusInput, ...] = ()
         self.inputs = config.inputs
         self.reading = ExitStack()  # the corpus builds' shard locks, held while they are read
+        self._progress_at = -PROGRESS_EVERY_S  # when progress.json was last written
+        self._progress_behind = False  # a chunk committed since then
 
     # -- the whole job ---------------------------------------------------------------------
 
@@ -353,10 +357,11 @@ class DataJob:
                 future.cancel()
             producer.close()
         self.ckpt.finish_batch(batch, end[1], end[2])
+        self._caught_up(batch)
 
     def _commit_clean(self, batch: int, start: int, count: int, future: Future[Any]) -> None:
         self.ckpt.commit_chunk(batch, start + count, future.result())
-        self._progress("generate", batch)
+        self._chunk_progress(batch)
         if self.cancel.is_set():
             raise JobCancelled(f"cancelled during batch {batch}")
 
@@ -394,6 +399,7 @@ class DataJob:
                 if isinstance(job, Future):
                     job.cancel()
         self.ckpt.finish_batch(batch, max(position, consumed), truncated)
+        self._caught_up(batch)
         for file in files:
             file.remove()
 
@@ -419,7 +425,7 @@ class DataJob:
 
     def _commit_rows(self, batch: int, consumed: int, rows: list[Any]) -> None:
         self.ckpt.commit_chunk(batch, consumed, rows)
-        self._progress("generate", batch)
+        self._chunk_progress(batch)
         if self.cancel.is_set():
             raise JobCancelled(f"cancelled during batch {batch}")
 
@@ -662,8 +668,22 @@ class DataJob:
                     totals[key] += value
         return totals
 
+    def _chunk_progress(self, batch: int) -> None:
+        """The progress of a committed chunk of generation, at most every PROGRESS_EVERY_S
+        seconds (each update is a few queries, a line and an fsynced progress.json)."""
+        if time.monotonic() - self._progress_at >= PROGRESS_EVERY_S:
+            self._progress("generate", batch)
+        else:
+            self._progress_behind = True
+
+    def _caught_up(self, batch: int) -> None:
+        """The generated batch's last progress, when a chunk's update was left out."""
+        if self._progress_behind:
+            self._progress("generate", batch)
+
     def _progress(self, phase: str, batch: int | None, extra: dict[str, int] | None = None) -> None:
         """progress.json and one progress line; `extra` adds a phase's own counts."""
+        self._progress_at, self._progress_behind = time.monotonic(), False
         totals = self._totals()
         projected = self.ckpt.projected()
         self.folder.write_progress(

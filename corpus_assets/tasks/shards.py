@@ -1,9 +1,9 @@
-"""Generation shards (issue 12): a batch generated in parallel ranges, one file per range.
+"""Generation shards: a batch generated in parallel ranges, one file per range.
 
 A recipe with `generation_shards` and `generate_shard` hooks has its batch planned as contiguous
 ranges of its `generate` stream. A worker generates and cleans one range and writes it to
-`work/generation-B-S.jsonl` (one line per generated sample: the cleaned candidate's fields as a
-JSON list, or `null` when `clean` rejected it), then a JSON sidecar `generation-B-S.json` with
+`work/generation-B-S.tsv` (one line per generated sample: the cleaned candidate's fields joined
+by tabs, or `null` when `clean` rejected it), then a JSON sidecar `generation-B-S.json` with
 the range, the row count and the file's sha256, both owner-only and crash-safe. The coordinator
 imports the rows in shard order, so deduplication and the pool are what serial generation gives.
 A shard file whose sidecar matches is reused on resume, even when its rows were never committed.
@@ -18,11 +18,31 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from corpus_assets.core.errors import CorpusError
-from corpus_assets.tasks.checkpoints import Cleaned
-from corpus_assets.tasks.files import jsonl_line, private_writer, write_private_json
+from corpus_assets.tasks.checkpoints import Cleaned, canonical
+from corpus_assets.tasks.files import private_writer, write_private_json
 from corpus_assets.tasks.types import GenerationShard
 
 HOOKS = ("generation_shards", "generate_shard")
+REJECTED = b"null\n"
+
+
+def row_line(row: Cleaned | None) -> bytes:
+    """A shard file's line: `null`, or the fields joined by tabs, the task id as JSON text.
+
+    The payload and the public task are canonical JSON, which escapes every control character,
+    and the digests are hex: no field holds a tab or a newline.
+    """
+    if row is None:
+        return REJECTED
+    return ("\t".join((canonical(row.task_id), *row[1:])) + "\n").encode("utf-8")
+
+
+def parse_row(line: bytes) -> Cleaned | None:
+    """The row `row_line` wrote."""
+    if line == REJECTED:
+        return None
+    task_id, *fields = line.decode("utf-8").removesuffix("\n").split("\t")
+    return Cleaned(json.loads(task_id), *fields)
 
 
 class ShardPlanError(CorpusError):
@@ -55,7 +75,7 @@ class ShardFile:
 
     @property
     def rows_path(self) -> Path:
-        return self.folder / f"generation-{self.batch}-{self.index}.jsonl"
+        return self.folder / f"generation-{self.batch}-{self.index}.tsv"
 
     @property
     def sidecar_path(self) -> Path:
@@ -79,7 +99,7 @@ class ShardFile:
         try:
             with private_writer(self.rows_path) as fh:
                 for row in _passing_errors(rows):
-                    line = jsonl_line(None if row is None else list(row))
+                    line = row_line(row)
                     fh.write(line)
                     sha.update(line)
                     count += 1
@@ -113,8 +133,7 @@ class ShardFile:
         with self.rows_path.open("rb") as fh:
             for number, line in enumerate(fh):
                 if number >= skip:
-                    value = json.loads(line)
-                    yield None if value is None else Cleaned(*value)
+                    yield parse_row(line)
 
     def remove(self) -> None:
         self.rows_path.unlink(missing_ok=True)
