@@ -1,8 +1,9 @@
 """The shard stage's on-disk LSH index: grouping each band in many hash ranges, finding exact
 copies a range of keys at a time and walking the rows in windows publish the same bytes as
-doing each whole (the 1 MB benchmark corpus, in process); a band split by range groups each
-range exactly as filtering the whole band for it does; exact dedup by sorted key words finds
-what numpy.unique found, also a hash range of the keys at a time."""
+doing each whole (the 1 MB benchmark corpus, in process), and so does a shingle cache small
+enough to drop blocks; a band split by range groups each range exactly as filtering the whole
+band for it does; exact dedup by sorted key words finds what numpy.unique found, also a hash
+range of the keys at a time."""
 
 from __future__ import annotations
 
@@ -53,6 +54,41 @@ def test_hash_ranges_publish_the_same_shards(
         assert summary["duplicates"]["near"] > 0 and summary["partial_copies"] > 0
         results.append((summary["duplicates"], _tree(root / "corpus")))
     assert results[0] == results[1] and len(results[0][1]) > 1
+
+
+def test_a_small_shingle_cache_publishes_the_same_shards(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "corpus"
+    make = [sys.executable, str(REPO / "bench" / "make_corpus.py"), "--out", str(data)]
+    subprocess.run([*make, "--mb", "1"], check=True, capture_output=True)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        'dataset = "t"\nversion = "v1"\ntokenizer = {id = "bytes"}\n'
+        f'[[sources]]\nname = "b"\nkind = "jsonl"\npath = "{data}/part-*.jsonl"\n'
+        'id_field = "id"\nlicense = "cc0-1.0"\n',
+        encoding="utf-8",
+    )
+    evicted: list[int] = []
+    drop = shard_lsh.Texts._drop
+
+    def counting_drop(self: shard_lsh.Texts, rows: list[int]) -> None:
+        evicted.append(len(rows))
+        drop(self, rows)
+
+    results = []
+    for block, cache_bytes in ((shard_lsh.SHINGLE_BLOCK, shard_lsh.SHINGLE_CACHE_BYTES), (3, 3000)):
+        monkeypatch.setattr(shard_lsh, "SHINGLE_BLOCK", block)
+        monkeypatch.setattr(shard_lsh, "SHINGLE_CACHE_BYTES", cache_bytes)
+        monkeypatch.setattr(shard_lsh.Texts, "_drop", counting_drop)
+        root = tmp_path / f"root-{block}"
+        run_stage("fetch", cfg, root)
+        summary = run_stage("shard", cfg, root, workers=1)
+        assert summary["duplicates"]["near"] > 0 and summary["partial_copies"] > 0
+        results.append((summary["duplicates"], _tree(root / "corpus"), len(evicted)))
+        evicted.clear()
+    assert results[0][:2] == results[1][:2]
+    assert results[1][2] > results[0][2] + 20  # blocks dropped, by the small cache's LRU
 
 
 def test_exact_duplicates_as_numpy_unique_finds_them() -> None:

@@ -25,9 +25,9 @@ from corpus_assets.core.stages.shard_tasks import TaskOutput, task_path
 from corpus_assets.core.stages.split_ranges import SPLIT_ROWS, read_range, split_by_range
 from corpus_assets.core.store.progress import Progress
 from corpus_assets.core.text.filters import make_filter
-from corpus_assets.core.text.minhash import UNCHECKED, confirm_floor, keep_first
+from corpus_assets.core.text.minhash import UNCHECKED, confirm_floor, jaccard_of, keep_first
 from corpus_assets.core.text.normalize import exact_key
-from corpus_assets.core.text.partial import new_paragraphs
+from corpus_assets.core.text.partial import has_paragraphs, new_paragraphs
 
 Mask = np.ndarray[Any, np.dtype[np.bool_]]
 _KEY = np.dtype((np.void, 16))  # a 128-bit exact key as one comparable value
@@ -72,7 +72,11 @@ def duplicates(
     survivors = np.flatnonzero(~out.exact)
     index = write_index(task_dir, outputs, ~out.exact, dedup, task_dir / "lsh")
     groups = [(band, load_groups(path)) for band, path in _grouped(index, session, progress)]
-    candidates = np.unique(np.concatenate([np.zeros(0, np.int64)] + [g.members for _, g in groups]))
+    shared = np.zeros(index.rows, dtype=bool)
+    for _, g in groups:
+        shared[g.members] = True
+    candidates = np.flatnonzero(shared)
+    del shared
     sigs = Signatures(index)
     texts = Texts(index, task_dir, outputs, ~out.exact, candidates)
     try:
@@ -115,10 +119,19 @@ def _verifier(
         return lambda i, j: sigs.estimate(i, j) >= dedup.threshold
     floor = confirm_floor(dedup)
 
+    shingled = texts.sets  # the cached shingle sets, by row: (block, set)
+    last = [-1]  # the row of the last heartbeat: one a row (at most bands x BUCKET_KEPT pairs)
+
     def verify(i: int, j: int) -> bool:
+        if j != last[0]:
+            last[0] = j
+            progress.beat(f"near dedup: confirming candidate pairs (row {j:,} of {sigs.rows:,})")
+        ours, theirs = shingled.get(i), shingled.get(j)
+        if ours is not None and theirs is not None:  # both shingled: the exact test first
+            exact = jaccard_of(ours[1], theirs[1])
+            return exact >= dedup.threshold and sigs.estimate(i, j) >= floor
         if sigs.estimate(i, j) < floor:
             return False
-        progress.beat(f"near dedup: confirming candidate pairs (row {j:,} of {sigs.rows:,})")
         return texts.jaccard(i, j) >= dedup.threshold
 
     return verify
@@ -142,8 +155,11 @@ def _cut_partial_copies(
     cut: list[tuple[int, str, bytes]] = []
     for j in copies:
         progress.beat(f"near dedup: cutting partial copies (row {j:,} of {len(partner):,})")
+        copy = texts.get(j)
+        if not has_paragraphs(copy):  # one paragraph: nothing to cut
+            continue
         i = int(partner[j])
-        rest = new_paragraphs(texts.get(i), texts.get(j), ngram, partial(texts.shingles, i))
+        rest = new_paragraphs(texts.get(i), copy, ngram, partial(texts.shingles, i))
         if rest is not None and keep_filter(rest) is None:
             cut.append((j, rest, exact_key(rest)))
     taken = _present(keys, ~(out.exact | out.near), {key for _, _, key in cut})

@@ -47,6 +47,7 @@ SHINGLE_BLOCK = 64
 """Candidate rows whose texts are shingled together, in one pass (a block)."""
 SHINGLE_CACHE_BYTES = 64 << 20
 """Shingled blocks are kept, the least recently used dropped first, up to about this size."""
+_ROW_BYTES = 200  # what a cached row costs besides its shingles (its dictionary entries)
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,8 @@ class Texts:
         self.candidates = candidates
         self.offsets = np.zeros(len(candidates) + 1, dtype=np.int64)
         self.ngram = index.spec.ngram
-        self.cache: OrderedDict[int, dict[int, np.ndarray[Any, Any]]] = OrderedDict()
+        self.sets: dict[int, tuple[int, np.ndarray[Any, Any]]] = {}  # row: (block, shingles)
+        self.blocks: OrderedDict[int, list[int]] = OrderedDict()  # the cached rows of a block
         self.cached_bytes = 0
         self.later = -1  # the row `later_set` holds
         self.later_set: np.ndarray[Any, Any] = np.zeros(0, dtype=np.uint64)
@@ -227,23 +229,30 @@ class Texts:
         are confirmed, as among templates that only re-posts match, one text is all a block
         needs); its second shingles the whole block at once (keep_first asks for rows about in
         order, so where many are confirmed, their neighbours come next)."""
-        block, at = divmod(int(self.candidates.searchsorted(i)), SHINGLE_BLOCK)
-        sets = self.cache.get(block)
-        if sets is not None and at in sets:
-            self.cache.move_to_end(block)
-            return sets[at]
-        if sets is None:
-            sets = {at: shingles(self.get(i), self.ngram)}
+        hit = self.sets.get(i)
+        if hit is not None:
+            self.blocks.move_to_end(hit[0])
+            return hit[1]
+        block = int(self.candidates.searchsorted(i)) // SHINGLE_BLOCK
+        rows = self.blocks.pop(block, None)
+        if rows is None:
+            fresh = {i: shingles(self.get(i), self.ngram)}
         else:
-            self.cached_bytes -= _nbytes(sets)
-            sets = dict(enumerate(self._shingle_block(block)))
-        self.cache[block] = sets
-        self.cache.move_to_end(block)
-        self.cached_bytes += _nbytes(sets)
-        while self.cached_bytes > SHINGLE_CACHE_BYTES and len(self.cache) > 1:
-            _, dropped = self.cache.popitem(last=False)
-            self.cached_bytes -= _nbytes(dropped)
-        return sets[at]
+            self._drop(rows)
+            lo = block * SHINGLE_BLOCK
+            block_rows = self.candidates[lo : lo + SHINGLE_BLOCK].tolist()
+            fresh = dict(zip(block_rows, self._shingle_block(block), strict=True))
+        self.blocks[block] = list(fresh)
+        for row, found in fresh.items():
+            self.sets[row] = (block, found)
+            self.cached_bytes += found.nbytes + _ROW_BYTES
+        while self.cached_bytes > SHINGLE_CACHE_BYTES and len(self.blocks) > 1:
+            self._drop(self.blocks.popitem(last=False)[1])
+        return fresh[i]
+
+    def _drop(self, rows: list[int]) -> None:
+        for row in rows:
+            self.cached_bytes -= self.sets.pop(row)[1].nbytes + _ROW_BYTES
 
     def _shingle_block(self, block: int) -> list[np.ndarray[Any, Any]]:
         """The shingle sets of one block's texts, read with one pread."""
@@ -263,7 +272,3 @@ class Texts:
 
     def close(self) -> None:
         self.fh.close()
-
-
-def _nbytes(sets: dict[int, np.ndarray[Any, Any]]) -> int:
-    return sum(s.nbytes for s in sets.values())

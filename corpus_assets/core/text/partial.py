@@ -39,6 +39,11 @@ def paragraphs(text: str) -> list[str]:
     return [p for p in (part.strip() for part in _PARAGRAPH_BREAK.split(text)) if p]
 
 
+def has_paragraphs(text: str) -> bool:
+    """Whether the text may hold two paragraphs (a line break): else `new_paragraphs` is None."""
+    return "\n" in text
+
+
 def new_paragraphs(
     kept: str,
     copy: str,
@@ -52,8 +57,12 @@ def new_paragraphs(
     `kept_shingles`: returns `shingles(kept, ngram)` when the caller can get them cheaper; it
     is called only when some paragraphs are cut.
     """
-    seen = {collapse(p) for p in paragraphs(kept)}
+    if not has_paragraphs(copy):
+        return None
     own = paragraphs(copy)
+    if len(own) < 2:
+        return None
+    seen = {collapse(p) for p in paragraphs(kept)}
     rest = [p for p in own if collapse(p) not in seen]
     if not rest or len(rest) == len(own):
         return None
