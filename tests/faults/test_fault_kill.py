@@ -96,12 +96,24 @@ def _kill_build(on: str = "", marker: str = "") -> Trigger:
             return False
         if marker and not any(root.glob(marker)):
             return False
-        for pid in [build.pid, *descendants(build.pid)]:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        _kill_tree(build.pid)
         return True
 
     return fire
+
+
+def _kill_tree(top: int) -> None:
+    """SIGKILL `top` and every process under it, none left behind: the tree is first frozen
+    (SIGSTOP, until no new process appears: a stopped process starts no other), then killed."""
+    stopped: set[int] = set()
+    while new := {top, *descendants(top)} - stopped:
+        for pid in new:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        stopped |= new
+    for pid in stopped:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _build(config: Path, root: Path, triggers: list[Trigger]) -> tuple[int, str]:
