@@ -17,6 +17,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from support.processes import live_in_group
+
 from corpus_assets.recipes.arithmetic import create_recipe as create_arithmetic
 from corpus_assets.tasks.types import GenerateContext
 
@@ -156,17 +158,7 @@ def kill_group(proc: subprocess.Popen[str]) -> None:
 
 def living_members(group: int) -> list[int]:
     """Pids of the processes of process group `group` that are not zombies (from /proc)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == group and fields[0] != "Z":
-            members.append(int(entry.name))
-    return members
+    return live_in_group(group)
 
 
 def read_log(log: Path) -> list[str]:
