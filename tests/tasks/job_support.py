@@ -24,6 +24,8 @@ from corpus_assets.tasks.types import GenerateContext
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
+# What a spawned job imports: the worktree, this folder's recipes and tests/support.
+IMPORT_PATH = os.pathsep.join([str(REPO), str(HERE), str(HERE.parent)])
 FACTORY = "fault_recipes:create_recipe"
 CANDIDATES = 64  # per batch
 TARGET = 100  # two batches: the first 64 candidates cannot fill it
@@ -61,7 +63,7 @@ def job_config(
 def job_env(log: Path, pause: str | None = None, gate: Path | None = None) -> dict[str, str]:
     """The environment of a job: imports for every process, the call log, the pause point."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAULT_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(HERE)])
+    env["PYTHONPATH"] = IMPORT_PATH
     env["HF_HUB_OFFLINE"] = "1"
     env["FAULT_LOG"] = str(log)
     if pause is not None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from job_support import job_state, living_members, start_job
+from job_support import IMPORT_PATH, job_state, living_members, start_job
 
 from corpus_assets.core.errors import ConfigError, DataError, TransientError
 from corpus_assets.tasks.config import load_job_config
@@ -69,7 +69,7 @@ def run_job(config: Path, output: Path, resume: bool = False) -> Any:
 
 
 def corpus(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(REPO), str(HERE)])}
+    env = os.environ | {"PYTHONPATH": IMPORT_PATH}
     return subprocess.run(
         [sys.executable, "-m", "corpus_assets.cli", *args],
         capture_output=True,

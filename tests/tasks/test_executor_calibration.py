@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from job_support import kill_group, start_job, stop_leftovers, wait_for_text
+from job_support import IMPORT_PATH, kill_group, start_job, stop_leftovers, wait_for_text
 
 from corpus_assets.core.errors import DataError
 from corpus_assets.tasks.calibration import CalibrationError
@@ -26,7 +26,7 @@ from corpus_assets.tasks.snapshot import load_snapshot
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-ENV = os.environ | {"PYTHONPATH": os.pathsep.join([str(REPO), str(HERE)]), "HF_HUB_OFFLINE": "1"}
+ENV = os.environ | {"PYTHONPATH": IMPORT_PATH, "HF_HUB_OFFLINE": "1"}
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from job_support import job_state
+from job_support import IMPORT_PATH, job_state
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -36,7 +36,7 @@ def write_config(folder: Path, **fields: Any) -> Path:
 def corpus_tasks(
     config: Path, output: Path, resume: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(REPO), str(HERE)])}
+    env = os.environ | {"PYTHONPATH": IMPORT_PATH}
     args = [sys.executable, "-m", "corpus_assets.cli", "tasks", "--config", str(config)]
     args += ["--output", str(output)] + (["--resume"] if resume else [])
     return subprocess.run(args, capture_output=True, text=True, env=env, timeout=300, check=False)

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 from job_support import (
+    IMPORT_PATH,
     REPO,
     calls,
     checkpoint_state,
@@ -140,7 +141,7 @@ def command_line(pid: int) -> list[str]:
 def build_env() -> dict[str, str]:
     """This environment, with tests/tasks importable (the test recipes) and no test controls."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FAULT_", "CLOZE_"))}
-    return env | {"PYTHONPATH": os.pathsep.join([str(REPO), str(HERE)]), "HF_HUB_OFFLINE": "1"}
+    return env | {"PYTHONPATH": IMPORT_PATH, "HF_HUB_OFFLINE": "1"}
 
 
 @pytest.mark.timeout(300)
