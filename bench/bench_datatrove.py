@@ -37,7 +37,7 @@ under the work dir:
 
 Intermediate JSONL is uncompressed (datatrove's default is gzip, which would cost it more).
 
-Which copy is kept: our scoring (bench_shard.score, the truth of make_corpus.py) expects the
+Which copy is kept: our scoring (truth_score.score, the truth of make_corpus.py) expects the
 first occurrence of a duplicate to be kept, as our stage does. Datatrove keeps one member of
 each group, preferring lower (task, index in task) and, for exact dedup, ignoring the task; its
 reader gives task r the files r, r + N, ... So that "first" means the same thing, the reader is
@@ -100,6 +100,7 @@ from datatrove.pipeline.formatters import PIIFormatter
 from datatrove.pipeline.readers import JsonlReader
 from datatrove.pipeline.writers import JsonlWriter, ParquetWriter
 from datatrove.utils.word_tokenizers import WordTokenizer, strip_strings
+from truth_score import score
 
 MINHASH = {"n_grams": 5, "num_buckets": 14, "hashes_per_bucket": 8, "seed": 1}
 CHAIN = [
@@ -344,15 +345,13 @@ def run_datatrove(
 ) -> dict[str, Any]:
     """Run the chain in a subprocess over data_dir (a make_corpus.py output); time and score it.
 
-    Returns wall_s, cpu_s, mb_per_s_wall, mb_per_cpu_s, bench_shard.score's quality fields on
+    Returns wall_s, cpu_s, mb_per_s_wall, mb_per_cpu_s, truth_score.score's quality fields on
     the kept documents, the word tokenizer used, per-stage timings, drops by reason and
     duplicates removed (datatrove's full counters: work_dir/chain.json; its log:
     work_dir/datatrove.log and work_dir/logs/).
     work_dir is deleted first (datatrove would otherwise skip finished tasks). regex_tokenizer
     uses RegexWordTokenizer even when spaCy is installed (to see what the word split costs).
     """
-    from bench_shard import score
-
     data_dir, work_dir = Path(data_dir).resolve(), Path(work_dir).resolve()
     truth = json.loads((data_dir / "truth.json").read_text(encoding="utf-8"))
     shutil.rmtree(work_dir, ignore_errors=True)
