@@ -39,15 +39,15 @@ def child(config: Path, root: Path, variant: str) -> dict[str, Any]:
     """One build of `config` on `root` in this process; its timings."""
     import dagster as dg
 
-    from corpus_assets import dagster_build
-    from corpus_assets.dagster_instance import open_instance
-    from corpus_assets.dagster_output import QUIET_LOGS
+    from corpus_assets.build import driver
+    from corpus_assets.build.output import QUIET_LOGS
     from corpus_assets.definitions import build_defs
+    from corpus_assets.instance.home import open_instance
     from corpus_assets.jobs import BUILD_JOB
     from corpus_assets.resources.paths import CorpusPaths
 
     with open_instance(root) as instance:
-        cfg = dagster_build.register(config, root, instance)
+        cfg = driver.register(config, root, instance)
         job = build_defs(paths=CorpusPaths(root=str(root))).resolve_job_def(BUILD_JOB)
         keys = [dg.AssetKey(step) for step in STEPS if variant == "with_report" or step != "report"]
         result = job.execute_in_process(

@@ -57,7 +57,7 @@ def cmd_hash(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from corpus_assets.core.stages.run import run_stage
-    from corpus_assets.dagster_report import pipes_if_launched
+    from corpus_assets.resources.stage_report import pipes_if_launched
 
     if args.workers is not None and args.workers < 1:
         raise _usage(f"--workers must be at least 1, got {args.workers}")
@@ -86,7 +86,7 @@ def _backend(args: argparse.Namespace) -> Any:
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
     from corpus_assets.core.stages.run import run_cleanup
-    from corpus_assets.dagster_report import pipes_if_launched
+    from corpus_assets.resources.stage_report import pipes_if_launched
 
     with pipes_if_launched() as pipes:
         emit = _emit if pipes is None else pipes.tee(_emit)
@@ -120,20 +120,20 @@ def _task_config(args: argparse.Namespace) -> bool:
 
 def cmd_register(args: argparse.Namespace) -> int:
     if _task_config(args):
-        from corpus_assets import dagster_build
+        from corpus_assets.build import driver
 
         root = _root(args)
-        instance = dagster_build.instance_for(root, _instance_url(args))
-        registered = dagster_build.register_task(Path(args.file), root, instance)
-        _print_json(dagster_build.register_task_summary(registered, root, instance))
+        instance = driver.instance_for(root, _instance_url(args))
+        registered = driver.register_task(Path(args.file), root, instance)
+        _print_json(driver.register_task_summary(registered, root, instance))
         return EXIT_OK
     _checked_config(args.file)
-    from corpus_assets import dagster_build
+    from corpus_assets.build import driver
 
     root = _root(args)
-    instance = dagster_build.instance_for(root, _instance_url(args))
-    cfg = dagster_build.register(Path(args.file), root, instance)
-    _print_json(dagster_build.register_summary(cfg, root, instance))
+    instance = driver.instance_for(root, _instance_url(args))
+    cfg = driver.register(Path(args.file), root, instance)
+    _print_json(driver.register_summary(cfg, root, instance))
     return EXIT_OK
 
 
@@ -141,7 +141,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     task = _task_config(args)
     if not task:
         _checked_config(args.file)
-    from corpus_assets import dagster_build
+    from corpus_assets.build import driver
     from corpus_assets.resources.stage_runner import StageRunner
 
     backend = _backend(args)
@@ -150,11 +150,11 @@ def cmd_build(args: argparse.Namespace) -> int:
     if backend.is_ray:
         settings.update(backend="ray", ray_address=backend.ray_address)
     runner = StageRunner(**settings) if settings else None
-    run = dagster_build.build_task if task else dagster_build.build
+    run = driver.build_task if task else driver.build
     result = run(
         Path(args.file),
         root,
-        dagster_build.instance_for(root, _instance_url(args)),
+        driver.instance_for(root, _instance_url(args)),
         runner,
         verbose=args.verbose,
         progress=args.progress or None,
@@ -165,14 +165,14 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """`corpus check CONFIG|PARTITION`: the build's checks again, reported to the instance."""
-    from corpus_assets import dagster_build
+    from corpus_assets.build import driver
     from corpus_assets.core.config import load_config
 
     root = _root(args)
     target = Path(args.target)
     key = load_config(target).partition_key if target.is_file() else args.target
-    with dagster_build.instance_for(root, _instance_url(args)) as instance:
-        outcomes = dagster_build.recheck(instance, root, key)
+    with driver.instance_for(root, _instance_url(args)) as instance:
+        outcomes = driver.recheck(instance, root, key)
     _print_json({"partition_key": key, "checks": outcomes})
     failed = [name for name, outcome in outcomes.items() if outcome == "failed"]
     if failed:
@@ -183,14 +183,14 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    from corpus_assets import dagster_build
+    from corpus_assets.build import driver
 
-    dagster_build.ui(_root(args), args.host, args.port, _instance_url(args))
+    driver.ui(_root(args), args.host, args.port, _instance_url(args))
 
 
 def _instance_url(args: argparse.Namespace) -> str | None:
     """--instance, else $CORPUS_DAGSTER_PG_URL, else None: SQLite under the data root."""
-    from corpus_assets.dagster_pg import instance_url
+    from corpus_assets.instance.postgres import instance_url
 
     return instance_url(args.instance)
 
@@ -269,7 +269,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
-    from corpus_assets.dagster_report import pipes_if_launched, task_metadata
+    from corpus_assets.resources.stage_report import pipes_if_launched, task_metadata
     from corpus_assets.tasks.run import run_command
 
     with pipes_if_launched() as pipes:

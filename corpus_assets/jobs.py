@@ -11,8 +11,8 @@ from corpus_assets.assets.tokens import tokens
 from corpus_assets.core.config import load_config
 from corpus_assets.core.stages.cleanup import published_after
 from corpus_assets.core.store.layout import Layout
-from corpus_assets.dagster_dead_runs import cleanup_blocker
-from corpus_assets.dagster_records import forget_partition
+from corpus_assets.instance.dead_runs import cleanup_blocker
+from corpus_assets.instance.failures import forget_partition
 from corpus_assets.resources.configs import ConfigStore
 from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.resources.stage_runner import StageRunner
@@ -96,7 +96,7 @@ def recheck_partition(
     context: dg.OpExecutionContext, config: RecheckConfig, paths: CorpusPaths
 ) -> None:
     """Run the shards and tokens checks of the partition as built now (no rebuild)."""
-    from corpus_assets.dagster_checks import recheck
+    from corpus_assets.assets.recheck import recheck
 
     done = recheck(context.instance, paths.root_path(), config.partition_key, context.log_event)  # type: ignore[arg-type]  # log_event records AssetCheckEvaluations too
     for name, outcome in done.outcomes.items():

@@ -13,13 +13,13 @@ from functools import partial
 
 import dagster as dg
 
-from corpus_assets.assets.partitions import corpus_configs
 from corpus_assets.assets.shards import shards
 from corpus_assets.assets.tokens import tokens
 from corpus_assets.core.config import LoadedConfig
 from corpus_assets.core.stages import audit
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.resources.configs import ConfigStore
+from corpus_assets.resources.partitions import corpus_configs
 from corpus_assets.resources.paths import CorpusPaths
 
 SHARDS_MANIFEST_VALID = "shards_manifest_valid"

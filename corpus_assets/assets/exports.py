@@ -13,7 +13,6 @@ from typing import Any
 
 import dagster as dg
 
-from corpus_assets.assets.partitions import corpus_configs, task_configs
 from corpus_assets.assets.shards import shards
 from corpus_assets.assets.task_dataset import task_dataset
 from corpus_assets.core.errors import CorpusError
@@ -21,6 +20,7 @@ from corpus_assets.core.store.atomic import MANIFEST
 from corpus_assets.core.store.digests import file_sha256
 from corpus_assets.core.version import CODE_VERSION
 from corpus_assets.resources.configs import ConfigStore
+from corpus_assets.resources.partitions import corpus_configs, task_configs
 from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.resources.task_configs import TaskConfigStore
 

@@ -4,11 +4,11 @@ from typing import Any
 
 import dagster as dg
 
-from corpus_assets.assets.partitions import corpus_configs
-from corpus_assets.assets.policies import FETCH_RETRY
 from corpus_assets.core.version import CODE_VERSION
 from corpus_assets.resources.configs import ConfigStore
+from corpus_assets.resources.partitions import corpus_configs
 from corpus_assets.resources.paths import CorpusPaths
+from corpus_assets.resources.retries import FETCH_RETRY
 from corpus_assets.resources.stage_runner import StageRunner
 
 

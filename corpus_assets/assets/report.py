@@ -4,14 +4,14 @@ from typing import Any
 
 import dagster as dg
 
-from corpus_assets.assets.partitions import corpus_configs
+from corpus_assets.assets.report_page import report_metadata
 from corpus_assets.assets.shards import shards
 from corpus_assets.assets.tokens import tokens
 from corpus_assets.core.errors import UpstreamMissing
 from corpus_assets.core.store.atomic import MANIFEST
 from corpus_assets.core.version import CODE_VERSION
-from corpus_assets.dagster_build_report import report_metadata
 from corpus_assets.resources.configs import ConfigStore
+from corpus_assets.resources.partitions import corpus_configs
 from corpus_assets.resources.paths import CorpusPaths
 
 

@@ -4,12 +4,12 @@ from typing import Any
 
 import dagster as dg
 
-from corpus_assets.assets.partitions import corpus_configs
-from corpus_assets.assets.policies import STAGE_RETRY
 from corpus_assets.assets.raw import raw
 from corpus_assets.core.version import CODE_VERSION
 from corpus_assets.resources.configs import ConfigStore
+from corpus_assets.resources.partitions import corpus_configs
 from corpus_assets.resources.paths import CorpusPaths
+from corpus_assets.resources.retries import STAGE_RETRY
 from corpus_assets.resources.stage_runner import StageRunner
 
 

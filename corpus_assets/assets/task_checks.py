@@ -10,8 +10,8 @@ from functools import partial
 import dagster as dg
 
 from corpus_assets.assets.checks import check_results
-from corpus_assets.assets.partitions import task_configs
 from corpus_assets.assets.task_dataset import task_dataset
+from corpus_assets.resources.partitions import task_configs
 from corpus_assets.resources.task_configs import TaskConfigStore
 from corpus_assets.tasks import audit
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import dagster as dg
 
-from corpus_assets.assets.partitions import task_configs
-from corpus_assets.assets.policies import TASK_RETRY
 from corpus_assets.core.version import CODE_VERSION
+from corpus_assets.resources.partitions import task_configs
 from corpus_assets.resources.paths import CorpusPaths
+from corpus_assets.resources.retries import TASK_RETRY
 from corpus_assets.resources.stage_runner import StageRunner
 from corpus_assets.resources.task_configs import TaskConfigStore
 

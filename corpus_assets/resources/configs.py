@@ -4,10 +4,10 @@ from pathlib import Path
 
 import dagster as dg
 
-from corpus_assets.assets.partitions import CORPUS_CONFIGS
 from corpus_assets.core.config import LoadedConfig
 from corpus_assets.core.errors import EXIT_USAGE, ConfigError
 from corpus_assets.core.store import registry
+from corpus_assets.resources.partitions import CORPUS_CONFIGS
 from corpus_assets.resources.paths import CorpusPaths
 
 

@@ -17,8 +17,8 @@ from typing import Any, Literal, NoReturn
 import dagster as dg
 from pydantic import Field
 
-from corpus_assets.assets.policies import FETCH_RETRY, RETRY_POLICIES, STAGE_RETRY, retry_delay
 from corpus_assets.core.errors import EXIT_DATA, EXIT_TRANSIENT, EXIT_USAGE, UPSTREAM_MISSING
+from corpus_assets.resources.retries import FETCH_RETRY, RETRY_POLICIES, STAGE_RETRY, retry_delay
 from corpus_assets.resources.supervise import Outcome, supervise
 
 GIVE_UP = {EXIT_USAGE: "bad config or usage", EXIT_DATA: "bad data"}

@@ -7,7 +7,7 @@ run, never for cleanup runs themselves, never twice (a run that already has a cl
 a sensor or from `corpus build`, is skipped). They watch every code location: runs started from
 the `dagster` CLI or `corpus build` have no code-location origin and would otherwise be ignored.
 
-`corpus build` cleans up after its own runs (dagster_compensate.py) with the same rule and run
+`corpus build` cleans up after its own runs (build/cleanup.py) with the same rule and run
 key. While it is alive it holds a lock on the file its run's `corpus/compensated_by` tag names;
 the sensors leave such a run to it, so a daemon running beside it never adds a second cleanup.
 """
@@ -17,14 +17,14 @@ import os
 
 import dagster as dg
 
-from corpus_assets.assets.partitions import CORPUS_CONFIGS
 from corpus_assets.assets.report import report
 from corpus_assets.assets.shards import shards
 from corpus_assets.assets.task_dataset import task_dataset
 from corpus_assets.assets.tokens import tokens
-from corpus_assets.dagster_dead_runs import cleanup_blocker
-from corpus_assets.dagster_records import forget_unrun_checks
+from corpus_assets.instance.dead_runs import cleanup_blocker
+from corpus_assets.instance.failures import forget_unrun_checks
 from corpus_assets.jobs import CLEANUP_JOB, corpus_cleanup
+from corpus_assets.resources.partitions import CORPUS_CONFIGS
 
 PARTITION_TAG = "dagster/partition"
 WILL_RETRY_TAG = "dagster/will_retry"
@@ -164,7 +164,7 @@ def sensor_request(
 ) -> dg.RunRequest | dg.SkipReason:
     """What a cleanup sensor answers: nothing while `corpus build` compensates, else the rule.
 
-    Either way the run's checks that never ran are forgotten first (dagster_records.py): they
+    Either way the run's checks that never ran are forgotten first (instance/failures.py): they
     would otherwise show as "Execution failed" on every partition's Checks tab."""
     forget_unrun_checks(instance, run.run_id)
     if compensated_by_its_build(run):

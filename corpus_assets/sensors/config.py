@@ -5,13 +5,13 @@ from pathlib import Path
 
 import dagster as dg
 
-from corpus_assets.assets.partitions import CORPUS_CONFIGS, corpus_configs
 from corpus_assets.core.config import load_config
 from corpus_assets.core.errors import CorpusError, TransientError
 from corpus_assets.core.stages.preflight import preflight
 from corpus_assets.core.store.sources import link_out_of
 from corpus_assets.jobs import corpus_build
 from corpus_assets.resources.configs import ConfigStore
+from corpus_assets.resources.partitions import CORPUS_CONFIGS, corpus_configs
 from corpus_assets.resources.paths import CorpusPaths
 
 CONFIG_SUFFIXES = (".toml", ".json")

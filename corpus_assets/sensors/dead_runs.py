@@ -1,13 +1,13 @@
 """The dead-run sensor: while the daemon runs, a run whose process was killed is marked FAILED.
 
 The default run launcher cannot health-check a run worker, so Dagster's own run monitoring leaves
-such a run STARTED for ever; see corpus_assets.dagster_dead_runs for how a process is judged.
+such a run STARTED for ever; see corpus_assets.instance.dead_runs for how a process is judged.
 Marking it FAILED lets the cleanup and run-retry rules act on it like on any other failure.
 """
 
 import dagster as dg
 
-from corpus_assets.dagster_dead_runs import mark_dead_runs
+from corpus_assets.instance.dead_runs import mark_dead_runs
 
 SENSOR = "corpus_dead_runs"
 

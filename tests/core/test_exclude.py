@@ -16,7 +16,7 @@ from corpus_assets.core.stages.preflight import preflight
 from corpus_assets.core.stages.run import run_stage
 from corpus_assets.core.store import registry
 from corpus_assets.core.store.layout import Layout
-from corpus_assets.dagster_report import summary_metadata
+from corpus_assets.resources.stage_report import summary_metadata
 
 
 def config(folder: Path, name: str, docs: str, exclude: dict[str, Any] | None) -> Path:

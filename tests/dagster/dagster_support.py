@@ -13,7 +13,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from corpus_assets.dagster_instance import ensure_home
+from corpus_assets.instance.home import ensure_home
 from corpus_assets.resources.stage_runner import StageRunner
 
 REPO = Path(__file__).resolve().parents[2]

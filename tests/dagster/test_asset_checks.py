@@ -7,8 +7,8 @@ from pathlib import Path
 import dagster as dg
 from dagster_support import wrapped
 
-from corpus_assets import dagster_build
 from corpus_assets.assets import checks
+from corpus_assets.build import driver
 from corpus_assets.core.config import load_config
 from corpus_assets.core.store.layout import Layout
 
@@ -17,7 +17,7 @@ def test_corrupted_shard_fails_blocking_check_and_stops_tokens(
     example: Path, root: Path, instance: dg.DagsterInstance, tmp_path: Path
 ) -> None:
     cfg = load_config(example)
-    result = dagster_build.build(
+    result = driver.build(
         example,
         root,
         instance,

@@ -11,12 +11,12 @@ from typing import Any
 
 import dagster as dg
 
-from corpus_assets import dagster_build
+from corpus_assets.build import driver
 from corpus_assets.core.config import load_config
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.version import CODE_VERSION
-from corpus_assets.dagster_report import human_size
 from corpus_assets.definitions import defs
+from corpus_assets.resources.stage_report import human_size
 
 PLOT = re.compile(r"!\[([^\]]*)\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)")
 
@@ -42,7 +42,7 @@ def _observed(instance: dg.DagsterInstance, asset: str, key: str) -> dict[str, A
 def test_materializations_carry_config_sources_files_and_schema(
     example: Path, root: Path, instance: dg.DagsterInstance
 ) -> None:
-    result = dagster_build.build(example, root, instance)
+    result = driver.build(example, root, instance)
     assert result.exit_code == 0, result.summary
     cfg = load_config(example)
     key, layout = cfg.partition_key, Layout(root.resolve())
@@ -111,7 +111,7 @@ def test_materializations_carry_config_sources_files_and_schema(
 
     # A no-op rebuild shows the same report without drawing it again.
     drawn = (folder / "REPORT.md").stat().st_ino
-    assert dagster_build.build(example, root, instance).exit_code == 0
+    assert driver.build(example, root, instance).exit_code == 0
     assert (folder / "REPORT.md").stat().st_ino == drawn
     assert _latest(instance, "report", key)["report"] == made["report"]
     assert _observed(instance, "shards", key)["report"] == made["report"]
@@ -141,7 +141,7 @@ def test_every_asset_has_a_code_version_and_every_sensor_and_job_a_description()
 
 
 def test_a_report_that_cannot_be_made_says_why_and_fails_nothing(example: Path, root: Path) -> None:
-    from corpus_assets.dagster_build_report import report_metadata
+    from corpus_assets.assets.report_page import report_metadata
 
     context = dg.build_asset_context()
     got = report_metadata(context, load_config(example), Layout(root))  # nothing built there

@@ -19,7 +19,7 @@ import dagster as dg
 import pytest
 from dagster_support import variant, wrapped
 
-from corpus_assets import dagster_build
+from corpus_assets.build import driver
 
 CorpusRunner = Callable[..., subprocess.CompletedProcess[str]]
 FAILED = re.compile(r"^\[corpus\] run (\S+) FAILED in [0-9.]+ s: (\w+): (.*)$")
@@ -165,7 +165,7 @@ def test_failed_blocking_check_names_the_check(
 ) -> None:
     """Not a stage but a blocking check failed: the line names the check and its problem."""
     said: list[str] = []
-    result = dagster_build.build(
+    result = driver.build(
         example,
         root,
         instance,

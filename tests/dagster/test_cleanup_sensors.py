@@ -16,13 +16,13 @@ import dagster as dg
 import pytest
 from dagster_support import unlicensed, wrapped
 
-from corpus_assets import dagster_build
-from corpus_assets.assets.partitions import corpus_configs
+from corpus_assets.build import driver
 from corpus_assets.core.config import load_config
 from corpus_assets.core.stages.verify import verify_path
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.definitions import build_defs
 from corpus_assets.jobs import CLEANUP_JOB
+from corpus_assets.resources.partitions import corpus_configs
 from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.resources.stage_runner import StageRunner
 from corpus_assets.sensors.cleanup import (
@@ -67,7 +67,7 @@ def test_unlicensed_source_fails_once_and_requests_one_cleanup(
     example: Path, root: Path, instance: dg.DagsterInstance
 ) -> None:
     config = unlicensed(example)
-    result = dagster_build.build(config, root, instance, compensate=False)
+    result = driver.build(config, root, instance, compensate=False)
     assert result.exit_code == 65
     assert "license 'proprietary'" in result.summary["error"]
     assert "source 'tiny'" in result.summary["error"]
@@ -100,7 +100,7 @@ def test_cleanup_removes_outputs_and_materializations_keeps_raw(
     cfg = load_config(example)
     layout = Layout(root.resolve())
     runner = wrapped(tmp_path / "wrapper", "corrupt-shard", "shard")
-    result = dagster_build.build(example, root, instance, stage_runner=runner, compensate=False)
+    result = driver.build(example, root, instance, stage_runner=runner, compensate=False)
     assert result.exit_code == 65 and layout.shards(cfg).exists()
     shards_key = dg.AssetKey("shards")
     assert cfg.partition_key in instance.get_materialized_partitions(shards_key)
@@ -137,7 +137,7 @@ def test_no_cleanup_when_fetch_failed(
     example: Path, root: Path, instance: dg.DagsterInstance, tmp_path: Path
 ) -> None:
     runner = wrapped(tmp_path / "wrapper", "exit-once=65", "fetch")
-    result = dagster_build.build(example, root, instance, stage_runner=runner)
+    result = driver.build(example, root, instance, stage_runner=runner)
     assert result.exit_code == 65
     assert result.summary["stages"]["shard"] == "skipped"
     skip = _evaluate(
@@ -156,7 +156,7 @@ def test_cancelled_run_requests_cleanup(
         tmp_path / "wrapper", "stall=120", "shard", termination_timeout_s=5.0
     )
     cfg = load_config(example)
-    outcome: dict[str, dagster_build.BuildResult] = {}
+    outcome: dict[str, driver.BuildResult] = {}
     attempts = tmp_path / "wrapper" / "shard.attempts"  # the wrapper writes it as it starts
 
     def cancel_when_shard_starts() -> None:
@@ -178,9 +178,7 @@ def test_cancelled_run_requests_cleanup(
     watcher = threading.Thread(target=cancel_when_shard_starts, daemon=True)
     watcher.start()
     start = time.monotonic()
-    outcome["build"] = dagster_build.build(
-        example, root, instance, stage_runner=runner, compensate=False
-    )
+    outcome["build"] = driver.build(example, root, instance, stage_runner=runner, compensate=False)
     watcher.join(timeout=5)
     assert time.monotonic() - start < 60, "the stalled stage was not stopped"
     run = instance.get_run_by_id(outcome["build"].run_id)
@@ -230,7 +228,7 @@ def _failure(result: dg.ExecuteInProcessResult, step: str) -> Any:
 def test_shards_of_an_unfetched_partition_fail_in_one_sentence_and_need_no_cleanup(
     example: Path, root: Path, instance: dg.DagsterInstance
 ) -> None:
-    key = dagster_build.register(example, root, instance).partition_key
+    key = driver.register(example, root, instance).partition_key
     before = _written(root)
     result = _materialize(root, instance, key, "shards", "tokens")
     assert not result.success
@@ -251,7 +249,7 @@ def test_shards_of_an_unfetched_partition_fail_in_one_sentence_and_need_no_clean
 def test_tokens_of_an_unsharded_partition_name_shards_first(
     example: Path, root: Path, instance: dg.DagsterInstance
 ) -> None:
-    key = dagster_build.register(example, root, instance).partition_key
+    key = driver.register(example, root, instance).partition_key
     assert _materialize(root, instance, key, "raw").success
     before = _written(root)
     result = _materialize(root, instance, key, "tokens")
@@ -285,7 +283,7 @@ def test_an_unknown_partition_key_fails_in_one_line_and_is_removed(
 def test_the_report_of_an_unsharded_partition_names_shards_first(
     example: Path, root: Path, instance: dg.DagsterInstance
 ) -> None:
-    key = dagster_build.register(example, root, instance).partition_key
+    key = driver.register(example, root, instance).partition_key
     assert _materialize(root, instance, key, "raw").success
     result = _materialize(root, instance, key, "report")
     failure = _failure(result, "report")
@@ -308,7 +306,7 @@ def test_a_run_that_failed_in_its_report_step_keeps_its_whole_build(
 
     monkeypatch.setattr("corpus_assets.assets.report.report_metadata", broken)
     cfg, layout = load_config(example), Layout(root.resolve())
-    result = dagster_build.build(example, root, instance)  # compensating, as `corpus build` is
+    result = driver.build(example, root, instance)  # compensating, as `corpus build` is
     assert result.exit_code != 0 and "the report broke" in result.summary["error"]
     stages = dict.fromkeys(("fetch", "shard", "tokenize"), "materialized")
     assert result.summary["stages"] == stages

@@ -14,9 +14,9 @@ import dagster as dg
 import pytest
 from dagster_support import variant
 
-from corpus_assets.assets.partitions import CORPUS_CONFIGS
 from corpus_assets.core.config import load_config
 from corpus_assets.resources.configs import ConfigStore
+from corpus_assets.resources.partitions import CORPUS_CONFIGS
 from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.sensors.config import corpus_config_sensor
 

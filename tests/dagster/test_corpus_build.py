@@ -11,11 +11,11 @@ from pathlib import Path
 
 import dagster as dg
 
-from corpus_assets import dagster_build
 from corpus_assets.assets import checks
-from corpus_assets.assets.partitions import CORPUS_CONFIGS
+from corpus_assets.build import driver
 from corpus_assets.core.config import load_config
 from corpus_assets.core.stages.verify import verify_path
+from corpus_assets.resources.partitions import CORPUS_CONFIGS
 
 
 def _materialized(instance: dg.DagsterInstance, asset: str, key: str) -> list[dg.EventLogRecord]:
@@ -29,7 +29,7 @@ def test_build_materializes_three_assets_with_checks(
     example: Path, root: Path, instance: dg.DagsterInstance
 ) -> None:
     cfg = load_config(example)
-    first = dagster_build.build(example, root, instance)
+    first = driver.build(example, root, instance)
     assert first.exit_code == 0, first.summary
     s = first.summary
     assert s["success"] is True
@@ -65,7 +65,7 @@ def test_build_materializes_three_assets_with_checks(
     } <= set(meta)
 
     start = time.monotonic()
-    second = dagster_build.build(example, root, instance)
+    second = driver.build(example, root, instance)
     took = time.monotonic() - start
     assert second.exit_code == 0
     assert second.summary == first.summary, "a rebuild must print the same result"

@@ -8,8 +8,8 @@ from pathlib import Path
 import dagster as dg
 from dagster_support import variant
 
-from corpus_assets import dagster_build
 from corpus_assets.assets import checks
+from corpus_assets.build import driver
 
 
 def test_screen_counts_show_on_the_shards_materialization(
@@ -27,7 +27,7 @@ def test_screen_counts_show_on_the_shards_materialization(
         decontaminate={"sets": [{"name": "evals", "path": "evals.jsonl", "fields": ["question"]}]},
         exclude={"ids": [{"name": "used", "path": "ids.txt"}]},
     )
-    result = dagster_build.build(config, root, instance)
+    result = driver.build(config, root, instance)
     assert result.exit_code == 0, result.summary
     assert result.summary["checks"][checks.SHARDS_DECONTAMINATED] == "passed"
     key = result.summary["partition_key"]

@@ -11,12 +11,12 @@ import dagster as dg
 from dagster_support import copy_example
 
 from corpus_assets.assets import checks
-from corpus_assets.assets.policies import FETCH_RETRY, STAGE_RETRY
 from corpus_assets.assets.raw import raw
 from corpus_assets.assets.shards import shards
 from corpus_assets.assets.tokens import tokens
 from corpus_assets.definitions import defs
 from corpus_assets.jobs import BUILD_TAGS
+from corpus_assets.resources.retries import FETCH_RETRY, STAGE_RETRY
 from corpus_assets.resources.stage_runner import StageRunner
 
 
@@ -111,7 +111,7 @@ for stage in ("fetch", "shard", "tokenize"):
     except SystemExit as exc:
         codes.append(exc.code)
 after_stages = sorted(m for m in sys.modules if m.split(".")[0] == "dagster")
-import corpus_assets.dagster_report
+import corpus_assets.resources.stage_report
 after_report = sorted(m for m in sys.modules if m.split(".")[0] == "dagster")
 print(json.dumps({"codes": codes, "stages": after_stages, "report": after_report}))
 """
@@ -134,4 +134,4 @@ def test_corpus_run_does_not_import_dagster(tmp_path: Path) -> None:
     assert (root / "raw" / "LEDGER.jsonl").is_file()  # the stages really ran
     assert list(root.glob("tokens/*/*/*/*/_MANIFEST.json")), "the tokenize stage published nothing"
     assert report["stages"] == [], "corpus run imported dagster"
-    assert report["report"] == [], "dagster_report imported dagster"
+    assert report["report"] == [], "stage_report imported dagster"

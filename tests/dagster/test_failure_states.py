@@ -18,11 +18,11 @@ from dagster._core.storage.asset_check_execution_record import (
 )
 from dagster_support import variant, wrapped
 
-from corpus_assets import dagster_build
 from corpus_assets.assets.checks import SHARDS_AUDITS, TOKENS_AUDITS
-from corpus_assets.assets.partitions import corpus_configs
+from corpus_assets.build import driver
 from corpus_assets.core.config import load_config
 from corpus_assets.core.store.layout import Layout
+from corpus_assets.resources.partitions import corpus_configs
 from corpus_assets.sensors.cleanup import FAILURE_SENSOR, corpus_cleanup_on_failure
 
 CHECK_KEYS = [
@@ -56,9 +56,9 @@ def test_a_cleaned_failed_partition_reads_failed_and_healthy_checks_read_passed(
     example: Path, root: Path, instance: dg.DagsterInstance, tmp_path: Path
 ) -> None:
     healthy = variant(example, "healthy", version="v2")
-    assert dagster_build.build(healthy, root, instance).exit_code == 0
+    assert driver.build(healthy, root, instance).exit_code == 0
     runner = wrapped(tmp_path / "wrapper", "exit-once=65", "shard")  # bad data: no retry
-    bad = dagster_build.build(example, root, instance, stage_runner=runner)  # cleans up itself
+    bad = driver.build(example, root, instance, stage_runner=runner)  # cleans up itself
     assert bad.exit_code == 65
     ok, failed = load_config(healthy).partition_key, load_config(example).partition_key
     assert not Layout(root.resolve()).shards(load_config(example)).exists()
@@ -75,7 +75,7 @@ def test_a_cleaned_failed_partition_reads_failed_and_healthy_checks_read_passed(
         assert _check_partitions(instance, key) == {PASSED: {ok}}
 
     # "Materialize failed" rebuilds it: a success takes it out of the failed set.
-    assert dagster_build.build(example, root, instance).exit_code == 0
+    assert driver.build(example, root, instance).exit_code == 0
     for asset in ("shards", "tokens"):
         assert _statuses(instance, asset, keys) == {ok: MATERIALIZED, failed: MATERIALIZED}
 
@@ -98,10 +98,10 @@ def test_checks_a_failed_run_never_ran_leave_no_result(
 ) -> None:
     """A failure with nothing to clean (here the fetch) shows no "Execution failed" checks."""
     healthy = variant(example, "healthy", version="v2")
-    assert dagster_build.build(healthy, root, instance).exit_code == 0
+    assert driver.build(healthy, root, instance).exit_code == 0
     runner = wrapped(tmp_path / "wrapper", "exit-once=65", "fetch")
     by_build = forgotten_by == "corpus build"
-    bad = dagster_build.build(example, root, instance, stage_runner=runner, compensate=by_build)
+    bad = driver.build(example, root, instance, stage_runner=runner, compensate=by_build)
     assert bad.exit_code == 65
     if not by_build:
         _failure_sensor(instance, bad.run_id)
@@ -119,11 +119,11 @@ def test_a_cleanup_forgets_the_check_results_of_the_files_it_removed(
     example: Path, root: Path, instance: dg.DagsterInstance, tmp_path: Path
 ) -> None:
     """Built and checked, then a rebuild fails at tokenize and is cleaned: no result remains."""
-    assert dagster_build.build(example, root, instance).exit_code == 0
+    assert driver.build(example, root, instance).exit_code == 0
     key = load_config(example).partition_key
     assert _check_partitions(instance, CHECK_KEYS[0]) == {PASSED: {key}}
     runner = wrapped(tmp_path / "wrapper", "exit-once=65", "tokenize")
-    assert dagster_build.build(example, root, instance, stage_runner=runner).exit_code == 65
+    assert driver.build(example, root, instance, stage_runner=runner).exit_code == 65
     assert not Layout(root.resolve()).shards(load_config(example)).exists()
     for asset in ("shards", "tokens"):
         assert _statuses(instance, asset, [key]) == {key: FAILED}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from corpus_assets import dagster_build
+from corpus_assets.build import driver
 from corpus_assets.core.config import load_config
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.definitions import build_defs
@@ -42,7 +42,7 @@ def _materializations(instance: dg.DagsterInstance, key: str) -> int:
 def test_checks_run_again_on_the_build_as_it_is_now(
     example: Path, root: Path, instance: dg.DagsterInstance
 ) -> None:
-    result = dagster_build.build(example, root, instance)
+    result = driver.build(example, root, instance)
     assert result.exit_code == 0
     cfg = load_config(example)
     key = cfg.partition_key
@@ -81,7 +81,7 @@ def test_checks_run_again_on_the_build_as_it_is_now(
 def test_an_unbuilt_partition_has_nothing_to_check(
     example: Path, root: Path, instance: dg.DagsterInstance
 ) -> None:
-    key = dagster_build.register(example, root, instance).partition_key
+    key = driver.register(example, root, instance).partition_key
     done = _check(root, key)
     assert done.returncode == 0, done.stderr
     assert set(json.loads(done.stdout)["checks"].values()) == {"not materialized"}

@@ -14,7 +14,7 @@ import dagster as dg
 import pytest
 from dagster_support import variant, wrapped
 
-from corpus_assets import dagster_build
+from corpus_assets.build import driver
 from corpus_assets.resources.stage_runner import failure
 from corpus_assets.resources.supervise import Outcome, supervise
 
@@ -42,7 +42,7 @@ def test_transient_exit_is_retried_with_backoff(
     example: Path, root: Path, instance: dg.DagsterInstance, tmp_path: Path
 ) -> None:
     runner = wrapped(tmp_path / "w", "exit-once=75", "fetch")
-    result = dagster_build.build(example, root, instance, stage_runner=runner)
+    result = driver.build(example, root, instance, stage_runner=runner)
     assert result.exit_code == 0, result.summary
     assert (tmp_path / "w" / "fetch.attempts").read_text() == "2"
     events = _step_events(instance, result.run_id, "raw")
@@ -72,7 +72,7 @@ def test_a_config_that_cannot_build_fails_the_first_stage_once(
     pre-flight refuses the config with 64 before fetching anything, never retried (fetch has
     the most retries), and the later stages never start; nothing published, not even raw/."""
     config = _cannot_build(example, case)
-    result = dagster_build.build(config, root, instance)
+    result = driver.build(config, root, instance)
     assert result.exit_code == 64
     assert says in result.summary["error"]
     raw_events = _step_events(instance, result.run_id, "raw")
@@ -89,7 +89,7 @@ def test_silent_stage_is_stopped_and_retried(
 ) -> None:
     runner = wrapped(tmp_path / "w", "stall-once=120", "shard", heartbeat_timeout_s=2.0)
     start = time.monotonic()
-    result = dagster_build.build(example, root, instance, stage_runner=runner)
+    result = driver.build(example, root, instance, stage_runner=runner)
     assert result.exit_code == 0, result.summary
     assert time.monotonic() - start < 90
     assert (tmp_path / "w" / "shard.attempts").read_text() == "2"

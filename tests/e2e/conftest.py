@@ -23,7 +23,7 @@ from e2e_support import (
     wait_for,
 )
 
-from corpus_assets.dagster_instance import ensure_home
+from corpus_assets.instance.home import ensure_home
 
 
 @pytest.fixture(scope="session")

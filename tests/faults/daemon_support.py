@@ -17,7 +17,7 @@ from dagster._core.scheduler.instigation import InstigatorTick
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 from e2e_support import STARTUP_TIMEOUT, sensors_ticked, wait_for
 
-from corpus_assets.dagster_instance import ensure_home
+from corpus_assets.instance.home import ensure_home
 from corpus_assets.sensors.cleanup import CANCEL_SENSOR, FAILURE_SENSOR
 
 DAEMON = str(Path(sys.executable).with_name("dagster-daemon"))

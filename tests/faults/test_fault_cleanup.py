@@ -33,7 +33,7 @@ from fault_support import (
     wait_until,
 )
 
-from corpus_assets import dagster_build
+from corpus_assets.build import driver
 from corpus_assets.core.config import LoadedConfig, load_config
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.jobs import BUILD_JOB, CLEANUP_JOB
@@ -118,7 +118,7 @@ def test_cancel_during_staging_cleans_up(
     watcher = cancel_when(instance, staging_written)
     lines: list[str] = []
     runner = StageRunner(workers=1, termination_timeout_s=10)
-    result = dagster_build.build(config, root, instance, stage_runner=runner, emit=lines.append)
+    result = driver.build(config, root, instance, stage_runner=runner, emit=lines.append)
     watcher.join(timeout=5)
     assert seen, "the run ended before the stage wrote any task output"
     assert seen["shards"] is (stage == "tokenize")

@@ -24,12 +24,12 @@ from fault_support import (
     step_events,
 )
 
-from corpus_assets import dagster_build
-from corpus_assets.assets.policies import FETCH_RETRY
+from corpus_assets.build import driver
 from corpus_assets.core.config import load_config
 from corpus_assets.core.stages.verify import verify_path
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.jobs import CLEANUP_JOB
+from corpus_assets.resources.retries import FETCH_RETRY
 from corpus_assets.resources.stage_runner import StageRunner
 from corpus_assets.sensors.cleanup import COMPENSATED_BY_TAG
 
@@ -66,7 +66,7 @@ def _sensors_add_nothing(
 
 def test_failed_stage_compensates(example: Path, root: Path, instance: dg.DagsterInstance) -> None:
     config = unlicensed(example)
-    result = dagster_build.build(config, root, instance)
+    result = driver.build(config, root, instance)
     assert result.exit_code == 65
     assert step_events(instance, result.run_id, "shards").count("STEP_START") == 1
     assert "STEP_UP_FOR_RETRY" not in step_events(instance, result.run_id, "shards")
@@ -92,9 +92,7 @@ def test_a_stage_that_fails_after_writing_is_cleaned_up(
     and tokens really existed when the run failed, and its one cleanup removes every one."""
     state = tmp_path / "state"
     runner = wrapped(state, "fail-after=65", stage="tokenize")
-    result = dagster_build.build(
-        example, root, instance, stage_runner=runner, compensate=compensate
-    )
+    result = driver.build(example, root, instance, stage_runner=runner, compensate=compensate)
     assert result.exit_code == 65
     published = json.loads((state / "published.json").read_text())
     written = [Path(p) for p in published["shards"] + published["tokens"]]
@@ -112,7 +110,7 @@ def test_sensors_leave_a_claimed_run_to_its_build(
 ) -> None:
     """While the `corpus build` that ran a run holds its claim, the sensors launch nothing for
     it; once the claim is free (that build died), they clean up."""
-    result = dagster_build.build(unlicensed(example), root, instance, compensate=False)
+    result = driver.build(unlicensed(example), root, instance, compensate=False)
     assert result.exit_code == 65 and runs_of(instance, CLEANUP_JOB) == []
     claim = tmp_path / "claim.lock"
     instance.add_run_tags(result.run_id, {COMPENSATED_BY_TAG: str(claim)})
@@ -137,7 +135,7 @@ def test_fetch_failure_needs_no_cleanup(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The real fetch retry policy (its tries, backoff and jitter) on a short base delay."""
-    good = dagster_build.build(example, root, instance)
+    good = driver.build(example, root, instance)
     assert good.exit_code == 0, good.summary
     layout = Layout(root.resolve())
     kept = {
@@ -154,7 +152,7 @@ def test_fetch_failure_needs_no_cleanup(
     hub.write_text(json.dumps(spec), encoding="utf-8")
     base = 0.05
     runner = StageRunner(fetch_retry_delay_s=base)
-    result = dagster_build.build(hub, root, instance, stage_runner=runner)
+    result = driver.build(hub, root, instance, stage_runner=runner)
     assert result.exit_code == 75, result.summary
     events = step_events(instance, result.run_id, "raw")
     assert events.count("STEP_UP_FOR_RETRY") == FETCH_RETRY.max_retries
@@ -201,7 +199,7 @@ def test_hung_stage_gives_up_and_compensates(
         tmp_path / "w", "stall=300", "tokenize", heartbeat_timeout_s=4.0, termination_timeout_s=2
     )
     start = time.monotonic()
-    result = dagster_build.build(example, root, instance, stage_runner=runner)
+    result = driver.build(example, root, instance, stage_runner=runner)
     took = time.monotonic() - start
     assert result.exit_code == 1, result.summary
     assert took < 60, f"a hung stage held the run for {took:.0f} s"

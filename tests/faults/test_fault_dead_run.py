@@ -21,20 +21,20 @@ from fault_support import descendants, materializations, runs_of, sensor_request
 from support.processes import live_in_group
 from support.sensors import ticks_after
 
+from corpus_assets.build.driver import register
 from corpus_assets.core.config import load_config
 from corpus_assets.core.store.atomic import MANIFEST
 from corpus_assets.core.store.layout import Layout
-from corpus_assets.dagster_build import register
-from corpus_assets.dagster_dead_runs import (
+from corpus_assets.definitions import build_defs
+from corpus_assets.instance.dead_runs import (
     HOST_TAG,
     PID_TAG,
     cleanup_blocker,
     judge,
     mark_dead_runs,
 )
-from corpus_assets.definitions import build_defs
+from corpus_assets.instance.processes import host
 from corpus_assets.jobs import BUILD_JOB, CLEANUP_JOB
-from corpus_assets.processes import host
 from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.sensors.cleanup import CLEANUP_OF_TAG
 

@@ -18,11 +18,11 @@ from fault_support import materializations, runs_of
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from corpus_assets import dagster_build
-from corpus_assets.assets.partitions import CORPUS_CONFIGS
+from corpus_assets.build import driver
 from corpus_assets.core.config import load_config
-from corpus_assets.dagster_instance import ensure_home
+from corpus_assets.instance.home import ensure_home
 from corpus_assets.jobs import BUILD_JOB
+from corpus_assets.resources.partitions import CORPUS_CONFIGS
 from corpus_assets.resources.stage_runner import StageRunner
 
 HAND = {"version": "v1", "dataset": "tinystories", "tokenizer": {"id": "bytes"}}
@@ -41,7 +41,7 @@ def test_hand_example_keys_and_order(
     config.write_text(json.dumps(_with_source(example)), encoding="utf-8")
     cfg = load_config(config)
     h = cfg.hash12
-    result = dagster_build.build(config, root, instance)
+    result = driver.build(config, root, instance)
     assert result.exit_code == 0, result.summary
     assert result.summary["partition_key"] == f"tinystories-v1-{h}"
     assert result.summary["build_id"] == f"corpus/tinystories/v1/{h}"
@@ -108,8 +108,8 @@ def test_config_hash_is_content_not_spelling(example: Path, seed: int, changed: 
         again.write_text(_respell(base, rng), encoding="utf-8")
         home = Path(tmp) / "dagster"
         with dg.DagsterInstance.from_config(str(ensure_home(home))) as instance:
-            key = dagster_build.register(first, root, instance).partition_key
-            assert dagster_build.register(again, root, instance).partition_key == key
+            key = driver.register(first, root, instance).partition_key
+            assert driver.register(again, root, instance).partition_key == key
             assert instance.get_dynamic_partitions(CORPUS_CONFIGS) == [key]
             assert len(list((root / "configs").glob("*.origin.json"))) == 1
             assert runs_of(instance, BUILD_JOB) == []
@@ -122,7 +122,7 @@ def test_config_hash_is_content_not_spelling(example: Path, seed: int, changed: 
                 other = {**base, "sources": [source]}
             third = folder / "c.json"
             third.write_text(_respell(other, rng), encoding="utf-8")
-            new_key = dagster_build.register(third, root, instance).partition_key
+            new_key = driver.register(third, root, instance).partition_key
             assert new_key != key
             assert sorted(instance.get_dynamic_partitions(CORPUS_CONFIGS)) == sorted([key, new_key])
 
@@ -134,11 +134,11 @@ def test_respelled_config_builds_nothing_new(
     base = _with_source(example)
     first = example.with_name("first.json")
     first.write_text(json.dumps(base), encoding="utf-8")
-    built = dagster_build.build(first, root, instance)
+    built = driver.build(first, root, instance)
     assert built.exit_code == 0, built.summary
     respelled = example.with_name("respelled.json")
     respelled.write_text(_respell(base, random.Random(7)), encoding="utf-8")
-    again = dagster_build.build(respelled, root, instance)
+    again = driver.build(respelled, root, instance)
     assert again.summary == built.summary
     key = built.summary["partition_key"]
     assert instance.get_dynamic_partitions(CORPUS_CONFIGS) == [key]
@@ -165,7 +165,7 @@ def _snapshot(root: Path) -> dict[str, int]:
 def test_bad_config_fails_before_any_stage(
     example: Path, root: Path, instance: dg.DagsterInstance, tmp_path: Path
 ) -> None:
-    good = dagster_build.register(example, root, instance)
+    good = driver.register(example, root, instance)
     before = _snapshot(root)
     fresh = tmp_path / "fresh-root"
     env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "CORPUS_ROOT")}

@@ -17,12 +17,12 @@ from dagster_support import variant
 from fault_support import runs_of, tree
 from support.environment import unavailable
 
-from corpus_assets import dagster_build
+from corpus_assets.build import driver
 from corpus_assets.core.config import load_config
 from corpus_assets.core.stages.verify import verify_path
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.locks import hold
-from corpus_assets.dagster_instance import ensure_home
+from corpus_assets.instance.home import ensure_home
 from corpus_assets.jobs import BUILD_JOB
 
 
@@ -128,14 +128,14 @@ def test_disk_errors_lose_nothing(example: Path, tmp_path: Path) -> None:
         _tiny_disk(tmp_path / "disk", "4m") as root,
         dg.DagsterInstance.from_config(str(ensure_home(home))) as instance,
     ):
-        first = dagster_build.build(example, root, instance)
+        first = driver.build(example, root, instance)
         assert first.exit_code == 0, first.summary
         before = tree(root, "corpus", "tokens", "raw")
         other = variant(example, "other", shards={"target_mb": 0.02})
         cfg = load_config(other)
         layout = Layout(root.resolve())
         filler = _fill(root, leave=48 * 1024)
-        failed = dagster_build.build(other, root, instance)
+        failed = driver.build(other, root, instance)
         assert failed.exit_code != 0 and failed.summary["success"] is False
         assert failed.summary["stages"]["tokenize"] != "materialized"
         error = failed.summary["error"]
@@ -150,6 +150,6 @@ def test_disk_errors_lose_nothing(example: Path, tmp_path: Path) -> None:
 
         # Once there is space again, the same build completes.
         filler.unlink()
-        again = dagster_build.build(other, root, instance)
+        again = driver.build(other, root, instance)
         assert again.exit_code == 0, again.summary
         assert verify_path(layout.tokens(cfg)) == []

@@ -26,7 +26,7 @@ from support.sensors import ticks_after
 from corpus_assets.core.config import load_config
 from corpus_assets.core.stages.verify import verify_path
 from corpus_assets.core.store.layout import Layout
-from corpus_assets.dagster_pg import PG_URL_ENV
+from corpus_assets.instance.postgres import PG_URL_ENV
 from corpus_assets.sensors.cleanup import CLEANUP_OF_TAG, FAILURE_SENSOR
 
 DAGSTER = str(Path(sys.executable).with_name("dagster"))

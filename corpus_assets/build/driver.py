@@ -17,25 +17,25 @@ from typing import Any, NoReturn
 import dagster as dg
 
 from corpus_assets.assets import checks
-from corpus_assets.assets.partitions import CORPUS_CONFIGS, TASK_CONFIGS
 from corpus_assets.assets.task_checks import TASK_CHECK_NAMES
+from corpus_assets.build.cleanup import compensating
+from corpus_assets.build.output import QUIET_LOGS, BuildOutput, error_message
 from corpus_assets.core.config import LoadedConfig
 from corpus_assets.core.errors import EXIT_DATA, EXIT_TRANSIENT, EXIT_USAGE
 from corpus_assets.core.store import registry
 from corpus_assets.core.store.atomic import MANIFEST
 from corpus_assets.core.store.layout import Layout
-from corpus_assets.dagster_compensate import compensating
-from corpus_assets.dagster_dead_runs import mark_dead_runs, process_tags
-from corpus_assets.dagster_instance import (
+from corpus_assets.definitions import build_defs
+from corpus_assets.instance.dead_runs import mark_dead_runs, process_tags
+from corpus_assets.instance.home import (
     dagster_home,
     deaf_log_watchers,
     ensure_home,
     open_instance,
 )
-from corpus_assets.dagster_output import QUIET_LOGS, BuildOutput, error_message
-from corpus_assets.dagster_pg import open_postgres_instance
-from corpus_assets.definitions import build_defs
+from corpus_assets.instance.postgres import open_postgres_instance
 from corpus_assets.jobs import BUILD_JOB, RECHECK_JOB, TASK_JOB
+from corpus_assets.resources.partitions import CORPUS_CONFIGS, TASK_CONFIGS
 from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.resources.stage_runner import StageRunner
 from corpus_assets.tasks import registry as registry_tasks

@@ -35,7 +35,7 @@ from typing import Any
 
 import dagster as dg
 
-from corpus_assets.dagster_records import forget_unrun_checks
+from corpus_assets.instance.failures import forget_unrun_checks
 from corpus_assets.jobs import CLEANUP_JOB
 from corpus_assets.sensors.cleanup import (
     CANCEL_SENSOR,

@@ -22,9 +22,9 @@ import dagster as dg
 from dagster._core.events import JobFailureData, RunFailureReason
 from dagster._core.storage.runs import InMemoryRunStorage, SqliteRunStorage
 
-from corpus_assets import processes
 from corpus_assets.core.errors import TransientError
 from corpus_assets.core.store.locks import hold
+from corpus_assets.instance import processes
 
 HOST_TAG, PID_TAG, PID_START_TAG = "corpus/host", "corpus/pid", "corpus/pid_start"
 PARTITION_TAG = "dagster/partition"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from corpus_assets.core.errors import ConfigError, TransientError
 from corpus_assets.core.store.layout import Layout
-from corpus_assets.dagster_instance import (
+from corpus_assets.instance.home import (
     DAGSTER_YAML_HEAD,
     DAGSTER_YAML_REST,
     ensure_home,
