@@ -10,7 +10,7 @@ timed alternately, each the best of `--repeats`:
 - `split` (`shard_lsh.group_band`, what the shard stage does): a counting sort of the band into
   one file of (key, row) records by range, two reads of the band and one write, then each range
   reads its own records;
-- `filter` (the code before): every range reads the whole band and keeps the keys of its range,
+- `filter` (the simple way): every range reads the whole band and keeps the keys of its range,
   ranges x rows reads in all, so the time grows with the square of the rows.
 
 Both write the same groups (checked). Prints one JSON object: per row count, the ranges, the
@@ -39,7 +39,7 @@ from corpus_assets.core.text.minhash import band_groups
 
 
 def filter_each_range(index: shard_lsh.Index, band: int) -> list[Any]:
-    """The code before: each range reads the whole band, chunk by chunk, and keeps its keys."""
+    """The simple way: each range reads the whole band, chunk by chunk, and keeps its keys."""
     n, parts = index.rows, index.ranges
     found = []
     for part in range(parts):

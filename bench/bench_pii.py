@@ -1,4 +1,4 @@
-"""Phone scrubbing: false positives on prose and number-heavy text, recall, old-vs-new speed.
+"""Phone scrubbing: false positives on prose and number-heavy text, recall, speed vs a baseline.
 
     python bench/bench_pii.py [--data data] [--seed 0] [--docs 4000] [--repeat 5]
                               [--baseline b394a7e] [--check]
@@ -212,7 +212,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--docs", type=int, default=4000, help="generated docs per kind")
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--baseline", default=BASELINE, help="git commit of the old pii.py")
+    ap.add_argument("--baseline", default=BASELINE, help="commit of the baseline pii.py")
     ap.add_argument("--check", action="store_true", help="exit 1 when a bar is missed")
     args = ap.parse_args()
     for rel in (TINYSTORIES, PLAYS):

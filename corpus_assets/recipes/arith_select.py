@@ -1,6 +1,6 @@
 """The arithmetic recipe's selection, without calibration and with it.
 
-Without calibration: round-robin over streams, by task id within a stream. With it (issue 12):
+Without calibration: round-robin over streams, by task id within a stream. With calibration:
 a task is eligible when every repeat was graded and it was not right in all of them; tasks
 right in some repeats rank before tasks never right, in a seeded shuffle within each level.
 A candidate's bucket is its stream in its batch, so `maximum_per_recipe` caps how many tasks

@@ -1,4 +1,4 @@
-"""Recorded responses: calibrate against an evaluation that was run elsewhere (issue 12).
+"""Recorded responses: calibrate against an evaluation that was run elsewhere.
 
 `recorded_responses(...)` is a calibration factory. Its params name the model and harness
 (`model_ref`, `harness_ref`, `backend_model_digest`, `verifier_digest`) and `reports`: per batch,

@@ -1,4 +1,4 @@
-"""The calibration protocol (issue 12): what a calibrator is given and what it must return.
+"""The calibration protocol: what a calibrator is given and what it must return.
 
 A calibrator is an async callable built by a `module:callable` factory from
 `calibration.params`: `await calibrator(tasks, context) -> CalibrationBatch`. It only ever sees

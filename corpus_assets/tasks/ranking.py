@@ -1,4 +1,4 @@
-"""Ranked selection (issue 12): the global merge of ranked candidates, in memory or on disk.
+"""Ranked selection: the global merge of ranked candidates, in memory or on disk.
 
 A recipe's `rank(sample, scores, context)` gives each eligible candidate a `RankedCandidate`;
 the rank order is (priority, tie_breaker, task_id), lowest first. `select_ranked_candidates`

@@ -116,7 +116,7 @@ class Recipe(Protocol):
         ...
 
 
-# Optional hooks (issue 12), found with getattr; a recipe without them uses the methods above.
+# Optional hooks, found with getattr; a recipe without them uses the methods above.
 #
 #   generation_shards(context, shard_size) -> Iterable[GenerationShard]
 #       contiguous ranges from 0 that together are the batch; each at most `shard_size` long.

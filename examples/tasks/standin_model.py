@@ -1,6 +1,6 @@
 """A STAND-IN for a real model evaluation of the arithmetic recipe's tasks: NOT a model.
 
-It lets the calibrated path (issue 12) run end to end without a model: it writes report files
+It lets the calibrated path run end to end without a model: it writes report files
 in the format the `recorded_responses` calibrator reads (corpus_assets/recipes/
 arithmetic_calibration.py), one per (batch, repeat), for the public tasks of a job folder.
 

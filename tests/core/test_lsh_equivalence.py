@@ -22,7 +22,7 @@ from corpus_assets.core.text.minhash import (
     keep_first,
 )
 
-# --- the reference: minhash.duplicate_of before issue 15 (section 2), verbatim ----------------
+# --- the reference: an in-memory duplicate_of over bucket ids, kept verbatim ------------------
 
 
 def _old_bucket_ids(sigs: NDArray[np.uint32], spec: DedupSpec) -> NDArray[np.int64]:
