@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # System packages the test suite needs beyond the venv: Debian's chromium, which the web-UI test
 # drives through Playwright (its own browser download is not used), and a PostgreSQL server, which
-# tests/postgres starts in a temporary folder (initdb as the postgres user). Installs what is
+# tests/postgres starts in a temporary folder (initdb as the postgres user), and nginx, the HTTP
+# mirror behind the fault-injecting proxy of tests/cli/test_remote_sources.py. Installs what is
 # missing when running as root (CI: a fresh Debian machine); otherwise says what to install.
 set -euo pipefail
 missing=()
@@ -10,6 +11,9 @@ if [ ! -x /usr/bin/chromium ]; then
 fi
 if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
   missing+=(postgresql)
+fi
+if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
+  missing+=(nginx-light)
 fi
 if [ "${#missing[@]}" -eq 0 ]; then
   exit 0
@@ -21,5 +25,5 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   apt-get install -y "${missing[@]}"
 else
   echo "test-deps: missing ${missing[*]}; run 'sudo apt-get install ${missing[*]}'" \
-    "(the UI and PostgreSQL tests fail without them when CI=true, and are skipped otherwise)" >&2
+    "(the UI, PostgreSQL and HTTP-mirror tests fail without them when CI=true, and are skipped otherwise)" >&2
 fi

@@ -17,13 +17,14 @@ import pyarrow.parquet as pq
 
 from corpus_assets.core.config import LoadedConfig, SourceSpec, canon
 from corpus_assets.core.errors import DataError
-from corpus_assets.core.store import ledger
+from corpus_assets.core.store import ledger, remote
 from corpus_assets.core.store.atomic import fresh_dir, publish_dir, remove_tree, write_json
 from corpus_assets.core.store.digests import file_sha256
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.locks import hold
 from corpus_assets.core.store.progress import Progress
 from corpus_assets.core.store.records import load_object, require, require_files
+from corpus_assets.core.store.remote import is_remote
 from corpus_assets.core.store.sources import (
     InputFile,
     RawDoc,
@@ -36,6 +37,9 @@ from corpus_assets.core.store.sources import (
 from corpus_assets.core.version import CODE_VERSION
 
 SOURCE_FILE = "_SOURCE.json"
+DOWNLOADS = ".downloads"
+"""raw/.downloads/<source key>/: a remote source's files while they download (kept when the
+fetch is killed, so the next one resumes them; removed once the source is in the raw cache)."""
 RAW_SCHEMA = pa.schema(
     [
         ("id", pa.string()),
@@ -92,17 +96,26 @@ def fetch_source(
     final = layout.raw_source(key)
     if files is None and is_local(cfg, spec):
         files = expand_inputs(cfg, spec)
+    listed = (
+        remote.list_files(spec.name, spec.path, progress.note) if is_remote(spec.path) else None
+    )
     with hold(layout.raw_lock(key), f"raw cache of source {spec.name!r}", waiting=progress.note):
         if (final / SOURCE_FILE).exists():
             record = _read_record(final / SOURCE_FILE, key)
             if files is not None:
                 _check_unchanged(spec, key, record, describe_inputs(files))
+            if listed is not None:
+                _check_remote_unchanged(spec, key, record, listed)
             ledger.record(layout, _ledger_entry(record))
             progress.note(
                 f"source {spec.name} already in raw/{key} ({record['documents']:,} documents)"
             )
             return SourceResult(key, record["documents"], record["text_bytes"], cached=True)
-        inputs = describe_inputs(files) if files is not None else []
+        downloads = layout.raw / DOWNLOADS / key
+        if listed is not None:
+            files, inputs = _download(spec, listed, downloads, progress)
+        else:
+            inputs = describe_inputs(files) if files is not None else []
         if spec.sha256 is not None:
             _check_pin(spec, inputs)
         staging = fresh_dir(layout.raw_staging(key))
@@ -123,10 +136,58 @@ def fetch_source(
             remove_tree(staging)
             raise DataError(f"source {spec.name!r} ({spec.path}) holds no documents")
         record = _source_record(cfg, spec, key, inputs, parts, count, nbytes)
+        if listed is not None:
+            record["remote"] = _remote_record(listed, inputs)
         write_json(staging / SOURCE_FILE, record)
         publish_dir(staging, final)
+        remove_tree(downloads)  # the documents are in the raw parts now
         ledger.record(layout, _ledger_entry(record))
         return SourceResult(key, count, nbytes, cached=False)
+
+
+def _download(
+    spec: SourceSpec, listed: list[remote.RemoteFile], folder: Path, progress: Progress
+) -> tuple[list[Path], list[InputFile]]:
+    """Every listed remote file in `folder` (resuming what a killed fetch left), as inputs."""
+    files, inputs = [], []
+    for item in listed:
+        dest = folder / _safe_name(spec, item.name)
+        if dest.exists():  # downloaded whole by a fetch that was killed later
+            got = remote.Downloaded(dest, file_sha256(dest), dest.stat().st_size, 0)
+            if item.size is not None and got.bytes != item.size:
+                dest.unlink()
+        if not dest.exists():
+            progress.note(f"source {spec.name}: downloading {remote.shown(item.url)}")
+            got = remote.download(spec.name, item, dest, progress.note)
+        files.append(got.path)
+        inputs.append(InputFile(item.name, got.path, got.sha256, got.bytes))
+    return files, inputs
+
+
+def _safe_name(spec: SourceSpec, name: str) -> str:
+    """A listed object's name as a path below the downloads folder (no `..`, not absolute)."""
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        raise DataError(f"source {spec.name!r}: remote object name {name!r} is not a safe path")
+    return "/".join(parts)
+
+
+def _remote_record(listed: list[remote.RemoteFile], inputs: list[InputFile]) -> list[Any]:
+    """What identifies each remote file: its shown URL, size, ETag, version, date and sha256."""
+    return [{**item.identity(), "sha256": i.sha256} for item, i in zip(listed, inputs, strict=True)]
+
+
+def _check_remote_unchanged(
+    spec: SourceSpec, key: str, record: dict[str, Any], listed: list[remote.RemoteFile]
+) -> None:
+    """A remote source in the raw cache whose objects changed since is refused, never mixed."""
+    fetched = [{k: v for k, v in r.items() if k != "sha256"} for r in record.get("remote", [])]
+    if fetched != [item.identity() for item in listed]:
+        raise DataError(
+            f"source {spec.name!r}: {remote.shown(spec.path)} changed since it was fetched into "
+            f"raw/{key} (ETag, version, size or file list); give the source a new name or a "
+            "sha256 pin to fetch the new content"
+        )
 
 
 RECORD_FIELDS: dict[str, type] = {

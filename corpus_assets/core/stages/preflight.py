@@ -20,6 +20,7 @@ from corpus_assets.core.config import SOURCE_KINDS, LoadedConfig, SourceSpec
 from corpus_assets.core.errors import ConfigError, DataError, TransientError
 from corpus_assets.core.store.evalsets import eval_item, id_list, records
 from corpus_assets.core.store.registry import PARTITION_KEY
+from corpus_assets.core.store.remote import check_url, is_remote
 from corpus_assets.core.store.sources import expand_inputs, is_local
 from corpus_assets.core.text.tokenizer import resolve_tokenizer
 
@@ -50,6 +51,9 @@ def source_problems(cfg: LoadedConfig) -> list[str]:
         return [NO_SOURCES]
     problems: list[str] = []
     for spec in cfg.model.sources:
+        if is_remote(spec.path):
+            problems += _url_problems(spec)
+            continue
         if not is_local(cfg, spec):
             if _looks_local(spec):
                 problems.append(f"source {spec.name!r}: input not found: {cfg.resolve(spec.path)}")
@@ -59,6 +63,20 @@ def source_problems(cfg: LoadedConfig) -> list[str]:
         except ConfigError as exc:
             problems.append(str(exc))
     return problems
+
+
+def _url_problems(spec: SourceSpec) -> list[str]:
+    """A remote source: a URL without credentials, of a kind that reads files."""
+    if spec.kind == "hf":
+        return [
+            f"source {spec.name!r}: kind 'hf' takes a dataset id or local files; for a file on "
+            "the Hub use kind jsonl, parquet or text with an hf://datasets/OWNER/NAME/FILE path"
+        ]
+    try:
+        check_url(spec.name, spec.path)
+    except ConfigError as exc:
+        return [str(exc)]
+    return []
 
 
 def _looks_local(spec: SourceSpec) -> bool:

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from corpus_assets.core.config import LoadedConfig, SourceSpec
 from corpus_assets.core.errors import ConfigError, DataError, TransientError
 from corpus_assets.core.store.digests import file_sha256
+from corpus_assets.core.store.remote import is_remote
 
 READ_CHUNK = 1 << 20
 
@@ -313,7 +314,10 @@ HF_BUILDERS = {
 
 
 def is_local(cfg: LoadedConfig, spec: SourceSpec) -> bool:
-    """Whether a source reads local files (every kind but `hf`; `hf` with local data files)."""
+    """Whether a source reads local files (every kind but `hf`, unless its path is a URL; `hf`
+    with local data files)."""
+    if is_remote(spec.path):
+        return False
     if spec.kind != "hf":
         return True
     return cfg.resolve(spec.path).exists() or any(ch in spec.path for ch in "*?[")
