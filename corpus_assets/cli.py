@@ -196,11 +196,16 @@ def _instance_url(args: argparse.Namespace) -> str | None:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from corpus_assets.core.stages.publish import verify_published
     from corpus_assets.core.stages.verify import verify_path
+    from corpus_assets.core.store.remote import is_remote
 
-    if _is_task_output(Path(args.path)):
+    if is_remote(args.path) or args.path.startswith(("file://", "memory://")):
+        problems = verify_published(args.path)
+    elif _is_task_output(Path(args.path)):
         return _verify_task_snapshot(Path(args.path))
-    problems = verify_path(Path(args.path))
+    else:
+        problems = verify_path(Path(args.path))
     for problem in problems:
         print(f"{problem}", file=sys.stderr)
     if problems:
@@ -208,6 +213,28 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
         raise DataError(f"{args.path}: {len(problems)} problem(s) found")
     print(f"ok: {args.path}")
+    return EXIT_OK
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from corpus_assets.core.errors import DataError
+    from corpus_assets.core.stages.publish import publish
+    from corpus_assets.core.stages.verify import verify_path
+
+    path = Path(args.path)
+    if _is_task_output(path):
+        from corpus_assets.tasks.snapshot import load_snapshot
+
+        path = load_snapshot(path.parent if path.is_file() else path).path
+    else:
+        problems = verify_path(path)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        if problems:
+            raise DataError(
+                f"{path}: {len(problems)} problem(s) found; only a verified build is published"
+            )
+    _print_json(publish(path, args.url, _emit))
     return EXIT_OK
 
 
@@ -372,9 +399,19 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument(
         "path",
         help="a _MANIFEST.json / _SOURCE.json or its folder; a task snapshot (its manifest.json "
-        "or folder) or the data job folder holding it",
+        "or folder) or the data job folder holding it; a published build's URL (s3://...)",
     )
     v.set_defaults(func=cmd_verify)
+    pb = sub.add_parser(
+        "publish",
+        help="upload a verified shards or tokens build, or a task snapshot, to s3://... (data "
+        "files first, read back, manifest last; a rerun uploads only what is missing or wrong)",
+    )
+    pb.add_argument(
+        "path", help="a build's _MANIFEST.json or folder, or a task snapshot / job folder"
+    )
+    pb.add_argument("url", help="where: s3://BUCKET/PREFIX (or any fsspec URL)")
+    pb.set_defaults(func=cmd_publish)
     rp = sub.add_parser(
         "report", help="write REPORT.md, plots and report.json beside a verified build's shards"
     )

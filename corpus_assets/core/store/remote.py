@@ -174,6 +174,10 @@ class _Retry(Exception):
 
 
 def _retrying(source: str, url: str, attempt: Callable[[], int], note: Note) -> int:
+    return retrying(f"source {source!r}", url, attempt, note)
+
+
+def retrying(what: str, url: str, attempt: Callable[[], int], note: Note = _quiet) -> int:
     """Call `attempt` (which returns the bytes it moved) until it returns without _Retry."""
     total, idle = 0, 0
     while True:
@@ -184,12 +188,12 @@ def _retrying(source: str, url: str, attempt: Callable[[], int], note: Note) -> 
             idle = 0 if exc.moved else idle + 1
             if idle >= RETRIES:
                 raise TransientError(
-                    f"source {source!r}: {shown(url)}: {exc} ({RETRIES} tries without a byte)"
+                    f"{what}: {shown(url)}: {exc} ({RETRIES} tries without a byte)"
                 ) from None
             wait = exc.wait_s
             if wait is None:
                 wait = min(BACKOFF_S * 2 ** max(idle - 1, 0), BACKOFF_MAX_S)
-            note(f"source {source}: {shown(url)}: {exc}; trying again in {wait:.1f} s")
+            note(f"{what}: {shown(url)}: {exc}; trying again in {wait:.1f} s")
             time.sleep(min(wait, RETRY_AFTER_MAX_S))
 
 
@@ -302,20 +306,28 @@ def _retry_after(value: str | None) -> float | None:
 # S3 and the Hub: fsspec.
 
 
+def filesystem(url: str, what: str) -> tuple[Any, str]:
+    """The fsspec file system of a URL and the path in it; ConfigError naming `what` when the
+    package that reads the URL's scheme is missing."""
+    import fsspec
+
+    try:
+        return fsspec.core.url_to_fs(url)  # type: ignore[no-any-return]
+    except ImportError as exc:
+        raise ConfigError(
+            f"{what}: {shown(url)} needs {exc.name or 'a package'} "
+            "(pip install s3fs for s3://; huggingface_hub for hf://)"
+        ) from None
+
+
+
+
 class _Store:
     def __init__(self, source: str, note: Note) -> None:
         self.source, self.note = source, note
 
     def _fs(self, url: str) -> tuple[Any, str]:
-        import fsspec
-
-        try:
-            return fsspec.core.url_to_fs(url)  # type: ignore[no-any-return]
-        except ImportError as exc:
-            raise ConfigError(
-                f"source {self.source!r}: {shown(url)} needs {exc.name or 'a package'} "
-                "(pip install s3fs for s3://; huggingface_hub for hf://)"
-            ) from None
+        return filesystem(url, f"source {self.source!r}")
 
     def list(self, url: str) -> list[RemoteFile]:
         fs, path = self._fs(url)
@@ -376,13 +388,14 @@ class _Store:
         return moved
 
     def _errors(self, url: str) -> contextlib.AbstractContextManager[None]:
-        return _store_errors(self.source, url)
+        return store_errors(f"source {self.source!r}", url)
 
 
 @contextlib.contextmanager
-def _store_errors(source: str, url: str) -> Iterator[None]:
-    """fsspec's errors as ours: missing is DataError, denied ConfigError, the network's retried."""
-    where = f"source {source!r}: {shown(url)}"
+def store_errors(what: str, url: str) -> Iterator[None]:
+    """fsspec's errors as ours: missing is DataError, denied ConfigError, the network's retried
+    (`what` begins each message: "source 'web'", "publish")."""
+    where = f"{what}: {shown(url)}"
     try:
         yield
     except (_Retry, ConfigError, DataError):

@@ -1,0 +1,131 @@
+"""`corpus publish` and `corpus verify URL` against moto's S3 server on loopback: the bundled
+example's shards and tokens and a task snapshot go up, verify where they are, and a changed,
+missing or foreign object is found."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.corpus import run_corpus
+from support.mirrors import s3_server
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "tiny.toml"
+TASKS = REPO / "examples" / "tasks" / "arithmetic.yaml"
+
+
+def s3(env: dict[str, str]) -> Any:
+    import botocore.session
+
+    return botocore.session.get_session().create_client(
+        "s3",
+        endpoint_url=env["AWS_ENDPOINT_URL"],
+        region_name="us-east-1",
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+    )
+
+
+def keys(client: Any, prefix: str) -> list[str]:
+    listing = client.list_objects_v2(Bucket="pub", Prefix=prefix)
+    return sorted(o["Key"] for o in listing.get("Contents", []))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("built") / "data"
+    for stage in ("fetch", "shard", "tokenize"):
+        run_corpus("run", "--stage", stage, "--config", EXAMPLE, "--root", root, check=True)
+    return root
+
+
+@pytest.fixture
+def bucket(tmp_path: Path) -> Any:
+    with s3_server(tmp_path / "s3") as env:
+        client = s3(env)
+        client.create_bucket(Bucket="pub")
+        yield env, client
+
+
+def manifest(root: Path, kind: str) -> Path:
+    """The shards build's manifest (under corpus/) or the tokens build's (under tokens/)."""
+    (found,) = root.glob(f"{'corpus' if kind == 'shards' else kind}/**/_MANIFEST.json")
+    return found
+
+
+def test_a_published_shards_build_verifies_in_place_and_a_changed_byte_is_found(
+    built: Path, bucket: Any
+) -> None:
+    env, client = bucket
+    shards = manifest(built, "shards")
+    doc = json.loads(shards.read_text())
+    listed = [s["name"] for s in doc["shards"]] + ([doc["audit"]["name"]] if "audit" in doc else [])
+    done = run_corpus("publish", shards.parent, "s3://pub/tiny/shards", env=env)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["uploaded"] == result["files"] + 1 == len(listed) + 1  # and the manifest
+    assert "tiny/shards/_MANIFEST.json" in keys(client, "tiny/shards/")
+    assert run_corpus("verify", "s3://pub/tiny/shards", env=env).returncode == 0
+    name = listed[0]
+    body = client.get_object(Bucket="pub", Key=f"tiny/shards/{name}")["Body"].read()
+    client.put_object(Bucket="pub", Key=f"tiny/shards/{name}", Body=bytes([body[0] ^ 1]) + body[1:])
+    bad = run_corpus("verify", "s3://pub/tiny/shards", env=env)
+    assert bad.returncode == 65, bad.stderr
+    assert f"tiny/shards/{name}: sha256 differs from the manifest" in bad.stderr
+
+
+def test_a_rerun_uploads_only_what_is_missing_or_wrong(built: Path, bucket: Any) -> None:
+    env, client = bucket
+    tokens = manifest(built, "tokens")
+    first = json.loads(run_corpus("publish", tokens, "s3://pub/t", env=env, check=True).stdout)
+    files = sorted(f["name"] for f in json.loads(tokens.read_text())["files"])
+    client.delete_object(Bucket="pub", Key=f"t/{files[0]}")
+    client.put_object(Bucket="pub", Key=f"t/{files[1]}", Body=b"not the file")
+    again = run_corpus("publish", tokens, "s3://pub/t", env=env)
+    assert again.returncode == 0, again.stderr
+    second = json.loads(again.stdout)
+    assert (first["uploaded"], second["uploaded"], second["skipped"]) == (
+        len(files) + 1,
+        2,
+        len(files) - 2,
+    )
+    assert f"uploading {files[0]}" in again.stderr and f"uploading {files[1]}" in again.stderr
+    assert run_corpus("verify", "s3://pub/t", env=env).returncode == 0
+
+
+def test_an_unverified_build_or_a_prefix_holding_another_build_is_refused(
+    built: Path, bucket: Any, tmp_path: Path
+) -> None:
+    env, client = bucket
+    copy = tmp_path / "copy"
+    shards = manifest(built, "shards")
+    copy.mkdir()
+    for f in shards.parent.iterdir():
+        (copy / f.name).write_bytes(f.read_bytes())
+    doc = json.loads((copy / "_MANIFEST.json").read_text())
+    victim = copy / doc["shards"][0]["name"]
+    victim.write_bytes(victim.read_bytes()[:-1] + b"\0")
+    done = run_corpus("publish", copy, "s3://pub/bad", env=env)
+    assert done.returncode == 65, done.stderr
+    assert "only a verified build is published" in done.stderr
+    assert keys(client, "bad/") == []  # nothing went up
+    run_corpus("publish", manifest(built, "tokens"), "s3://pub/one", env=env, check=True)
+    other = run_corpus("publish", shards, "s3://pub/one", env=env)
+    assert other.returncode == 65 and "already holds another build" in other.stderr
+
+
+def test_a_task_snapshot_is_published_and_verified(bucket: Any, tmp_path: Path) -> None:
+    env, client = bucket
+    job = tmp_path / "job"
+    run_corpus("tasks", "--config", TASKS, "--output", job, check=True, env={"HF_HUB_OFFLINE": "1"})
+    done = run_corpus("publish", job, "s3://pub/tasks/arith", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "manifest.json" in [k.rsplit("/", 1)[1] for k in keys(client, "tasks/arith/")]
+    ok = run_corpus("verify", "s3://pub/tasks/arith", env=env)
+    assert ok.returncode == 0, ok.stderr
+    client.delete_object(Bucket="pub", Key="tasks/arith/train.jsonl")
+    gone = run_corpus("verify", "s3://pub/tasks/arith", env=env)
+    assert gone.returncode == 65 and "tasks/arith/train.jsonl: missing" in gone.stderr
