@@ -10,6 +10,7 @@ path. `--verbose` shows everything as it happens, as Dagster prints it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -22,8 +23,9 @@ from typing import Any
 import dagster as dg
 
 from corpus_assets.core.errors import CorpusError
-from corpus_assets.core.store.atomic import write_bytes
-from corpus_assets.core.store.layout import Layout
+from corpus_assets.core.store.atomic import private_dir, write_bytes
+from corpus_assets.core.store.layout import Layout, tighten_existing
+from corpus_assets.instance.home import tighten_instance
 
 Emit = Callable[[str], None]
 STAGE_OF_STEP = {"raw": "fetch", "shards": "shard", "tokens": "tokenize"}
@@ -75,6 +77,9 @@ class BuildOutput:
             where = str(write_run_log(instance, result.run_id, self.captured, Layout(root)))
         except CorpusError as exc:  # a full disk must not hide how the run ended
             where = f"not written ({exc})"
+        with contextlib.suppress(OSError):  # the folders are 0700 whatever happens here
+            tighten_instance(Path(instance.root_directory), result.run_id)
+            tighten_existing(Layout(root))
         run = f"[corpus] run {result.run_id}"
         if result.success:
             self.say(f"{run} succeeded in {seconds:.1f} s; full log: {where}")
@@ -183,12 +188,14 @@ def _first_line(text: str) -> str:
 def write_run_log(
     instance: dg.DagsterInstance, run_id: str, stderr: list[str], layout: Layout
 ) -> Path:
-    """`<root>/logs/<run_id>.log`: every event of the run, then the stderr captured during it."""
+    """`<root>/logs/<run_id>.log` (owner-only: it quotes documents): every event of the run,
+    then the stderr captured during it."""
     out = [f"# corpus build, run {run_id}: Dagster's event log", ""]
     for entry in instance.all_logs(run_id):
         out.extend(_entry_lines(entry))
     out += ["", "# stderr during the run (the stages' output)", "", *stderr]
     path = layout.run_log(run_id)
+    private_dir(layout.logs)
     write_bytes(path, ("\n".join(out) + "\n").encode("utf-8"))
     return path
 

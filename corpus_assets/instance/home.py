@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from corpus_assets.core.signals import sigint_blocked
-from corpus_assets.core.store.atomic import write_bytes
+from corpus_assets.core.store.atomic import private_dir, tighten, tighten_tree, write_bytes
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.locks import hold
 
@@ -65,8 +65,9 @@ def dagster_home(root: Path) -> Path:
 
 
 def ensure_home(home: Path, text: str = DAGSTER_YAML) -> Path:
-    """Create the instance folder and its dagster.yaml `text` (never overwriting one)."""
-    home.mkdir(parents=True, exist_ok=True)
+    """Create the instance folder, owner-only (0700: its runs' logs quote documents), and its
+    dagster.yaml `text` (0600; never overwriting one)."""
+    private_dir(home)
     yaml = home / "dagster.yaml"
     if not yaml.exists():
         write_bytes(yaml, text.encode("utf-8"))
@@ -74,8 +75,39 @@ def ensure_home(home: Path, text: str = DAGSTER_YAML) -> Path:
 
 
 def open_instance(root: Path) -> dg.DagsterInstance:
-    """The instance of data root `root`; sets DAGSTER_HOME for this process and its children."""
+    """The instance of data root `root`; sets DAGSTER_HOME for this process and its children.
+
+    The data root's private folders (raw/, work/, logs/) are made owner-only first, so that the
+    stages the instance runs write into them privately.
+    """
+    Layout(root.resolve()).secure()
     return open_home(ensure_home(dagster_home(root)))
+
+
+def tighten_instance(home: Path, run_id: str) -> None:
+    """Make what Dagster wrote into `home` for run `run_id` owner-only (it writes as the umask
+    says; the folder's 0700 already keeps it from others): the instance's own files and folders,
+    and that run's event log and compute logs; other runs' files are not visited."""
+    if not home.is_dir():
+        return
+    for entry in home.iterdir():
+        if entry.name not in ("history", "storage"):
+            tighten_tree(entry)
+    history, storage = home / "history", home / "storage"
+    for folder in (history, history / "runs", storage):
+        if folder.is_dir():
+            tighten(folder)
+            for entry in folder.iterdir():
+                if entry.is_file() and not _of_another_run(entry, run_id):
+                    tighten(entry)
+    if (storage / run_id).exists():
+        tighten_tree(storage / run_id)
+
+
+def _of_another_run(file: Path, run_id: str) -> bool:
+    """Whether `file` in history/runs/ is another run's event log (`<run id>.db`, -wal, -shm)."""
+    stem = file.name.split(".", 1)[0]
+    return len(stem) == 36 and stem.count("-") == 4 and stem != run_id
 
 
 def open_home(home: Path) -> dg.DagsterInstance:

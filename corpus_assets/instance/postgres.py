@@ -103,7 +103,7 @@ def check_reachable(url: str) -> None:
 
 
 def postgres_home(root: Path) -> Path:
-    """`<root>/dagster-postgres` with its dagster.yaml (PostgreSQL storage)."""
+    """`<root>/dagster-postgres`, owner-only, with its dagster.yaml (PostgreSQL storage)."""
     return ensure_home(Layout(root.resolve()).dagster_postgres_home, DAGSTER_YAML)
 
 
@@ -113,6 +113,7 @@ def open_postgres_instance(root: Path, url: str) -> dg.DagsterInstance:
     url = checked_url(url)
     check_reachable(url)
     os.environ[PG_URL_ENV] = url
+    Layout(root.resolve()).secure()  # raw/, work/, logs/ owner-only before any stage runs
     return open_home(postgres_home(root))
 
 

@@ -1,7 +1,13 @@
-"""Where everything lives under the data root (DESIGN §4)."""
+"""Where everything lives under the data root (DESIGN §4).
+
+raw/, work/ and logs/ hold documents before PII scrubbing (and pieces of them), so they are
+owner-only (0700), as is the Dagster instance folder; published shards and tokens follow the
+umask.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import tempfile
@@ -10,6 +16,7 @@ from pathlib import Path
 
 from corpus_assets.core.config import LoadedConfig
 from corpus_assets.core.errors import ConfigError
+from corpus_assets.core.store.atomic import private_dir, tighten
 
 DEFAULT_ROOT = "./corpus-data"
 
@@ -32,7 +39,20 @@ def check_root(root: Path) -> Path:
     except OSError as exc:
         problem = "not writable" if existing == path else "cannot be created"
         raise ConfigError(f"data root {root}: {problem} ({exc.strerror or exc})") from None
+    tighten_existing(Layout(path))
     return root
+
+
+def tighten_existing(layout: Layout) -> None:
+    """Make the private top folders of a data root owner-only, with what lies directly in them
+    (a root made by an older build; a folder a stage's tool made with the umask's mode); what
+    lies deeper cannot be reached past them. Creates nothing; a folder this user does not own
+    is left as its owner set it."""
+    for folder in layout.private_folders:
+        with contextlib.suppress(PermissionError, FileNotFoundError, NotADirectoryError):
+            tighten(folder)
+            for entry in folder.iterdir():
+                tighten(entry)
 
 
 def _probe(path: Path, existing: Path) -> None:
@@ -76,6 +96,21 @@ class Layout:
     @property
     def raw(self) -> Path:
         return self.root / "raw"
+
+    @property
+    def work_root(self) -> Path:
+        return self.root / "work"
+
+    @property
+    def private_folders(self) -> tuple[Path, ...]:
+        """The top folders that hold unscrubbed documents or pieces of them: owner-only."""
+        return (self.raw, self.work_root, self.logs)
+
+    def secure(self) -> Layout:
+        """Create the private top folders owner-only (0700), tightening any that exist."""
+        for folder in self.private_folders:
+            private_dir(folder)
+        return self
 
     @property
     def ledger(self) -> Path:
@@ -122,7 +157,7 @@ class Layout:
         )
 
     def work(self, cfg: LoadedConfig, stage: str) -> Path:
-        return self.root / "work" / cfg.hash12 / stage
+        return self.work_root / cfg.hash12 / stage
 
     def stage_lock(self, hash12: str, stage: str) -> Path:
         """The single-flight lock of one stage of one build (`locks.build_lock`); never deleted,

@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from corpus_assets.core.store.atomic import write_bytes
+from corpus_assets.core.store.atomic import private_dir, tighten_tree, write_bytes
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.locks import hold
 from corpus_assets.core.store.records import parse_object, require, require_files
@@ -38,8 +38,14 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 def record(layout: Layout, entry: dict[str, Any]) -> None:
-    """Add a line for a completed fetch unless the ledger already holds the same one."""
-    with hold(layout.raw / ".locks" / "LEDGER.lock", "the raw ledger"):
+    """Add a line for a completed fetch unless the ledger already holds the same one.
+
+    The raw cache is owner-only: its folder, its locks and the ledger (0700, 0600).
+    """
+    private_dir(layout.raw)
+    locks = layout.raw / ".locks"
+    with hold(locks / "LEDGER.lock", "the raw ledger"):
+        tighten_tree(locks)  # one lock file per source, made by the lock library
         for stale in layout.raw.glob(f".{layout.ledger.name}.tmp-*"):  # from a killed writer
             stale.unlink(missing_ok=True)
         existing = read(layout).get(entry["source_key"])

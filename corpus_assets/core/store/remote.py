@@ -320,8 +320,6 @@ def filesystem(url: str, what: str) -> tuple[Any, str]:
         ) from None
 
 
-
-
 class _Store:
     def __init__(self, source: str, note: Note) -> None:
         self.source, self.note = source, note

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import bz2
+import codecs
 import glob
 import hashlib
+import io
 import json
+import lzma
 import math
 import re
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, NoReturn
 
 import pyarrow.parquet as pq
+import zstandard
 
 from corpus_assets.core.config import LoadedConfig, SourceSpec
 from corpus_assets.core.errors import ConfigError, DataError, TransientError
@@ -147,9 +153,9 @@ def _text_of(record: dict[str, Any], spec: SourceSpec, where: str) -> RawDoc:
 
 
 def read_jsonl(path: Path, spec: SourceSpec) -> Iterator[RawDoc]:
-    """One document per line. Memory: about twice the longest line (its bytes are released
-    once decoded, its decoded line once parsed)."""
-    with open(path, "rb") as fh:
+    """One document per line, of a plain or compressed file. Memory: about twice the longest
+    line (its bytes are released once decoded, its decoded line once parsed)."""
+    with open_input(path) as fh:
         for lineno, line in enumerate(fh, start=1):
             if line.isspace():
                 continue
@@ -242,10 +248,11 @@ def _split_file(path: Path, sep: bytes | None) -> Iterator[bytes]:
     Splitting the UTF-8 bytes on the UTF-8 separator equals splitting the decoded text.
     """
     if not sep:
-        yield path.read_bytes()
+        with open_input(path) as whole:
+            yield whole.read()
         return
     buf = bytearray()
-    with open(path, "rb") as fh:
+    with open_input(path) as fh:
         while chunk := fh.read(READ_CHUNK):
             scan = max(len(buf) - len(sep) + 1, 0)
             buf += chunk
@@ -263,6 +270,154 @@ def _drained(buf: bytearray) -> bytes:
     out = bytes(buf)
     buf.clear()
     return out
+
+
+# Compressed inputs: the first bytes decide (an extension may lie either way), the stream is
+# decoded piece by piece, and each codec's members or frames follow one another in one file.
+MAGIC: tuple[tuple[str, re.Pattern[bytes]], ...] = (
+    ("gzip", re.compile(rb"\x1f\x8b")),
+    ("zstd", re.compile(rb"\x28\xb5\x2f\xfd")),
+    ("xz", re.compile(rb"\xfd7zXZ\x00")),
+    # "BZh", the block size, then a block's or the end's magic: plain text may begin "BZh"
+    ("bzip2", re.compile(rb"BZh[1-9](\x31\x41\x59\x26\x53\x59|\x17\x72\x45\x38\x50\x90)")),
+)
+SUFFIX_CODECS = {".gz": "gzip", ".zst": "zstd", ".xz": "xz", ".bz2": "bzip2"}
+PIECE = 1 << 16  # compressed bytes read at a time: the precision of a reported offset
+OUT_PIECE = 1 << 16  # decoded bytes made at a time (bounds memory for any ratio)
+ZSTD_FEED = 1 << 12  # zstd has no output limit: small inputs bound its output instead
+DECODE_ERRORS = (zlib.error, OSError, lzma.LZMAError, zstandard.ZstdError, EOFError)
+
+
+def compression_of(path: Path) -> str | None:
+    """The codec a file is compressed with, by its first bytes; None for a plain file."""
+    with open(path, "rb") as fh:
+        head = fh.read(10)
+    return next((codec for codec, magic in MAGIC if magic.match(head)), None)
+
+
+def open_input(path: Path) -> IO[bytes]:
+    """`path` opened for reading its content: decompressed when its first bytes say gzip, zstd,
+    bzip2 or xz, whatever its name. A corrupt or cut-off stream is DataError (exit 65) naming
+    the file and the compressed byte offset at which decoding stopped."""
+    codec = compression_of(path)
+    if codec is None:
+        _plain_despite_name(path)
+        return open(path, "rb")
+    return io.BufferedReader(_Decompressed(path, codec, open(path, "rb")), buffer_size=PIECE)
+
+
+def _plain_despite_name(path: Path) -> None:
+    """A file named as compressed but without the codec's first bytes is read as plain text;
+    if it does not begin as text either, its header is what is broken: DataError saying so."""
+    claimed = SUFFIX_CODECS.get(path.suffix.lower())
+    if claimed is None:
+        return
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+        text = b"\x00" not in head
+    except UnicodeDecodeError:
+        text = False
+    if not text:
+        raise DataError(
+            f"{path}: corrupt {claimed} data: no {claimed} header at compressed byte 0, "
+            "and not plain text either"
+        )
+
+
+def _decoder(codec: str) -> Any:
+    if codec == "gzip":
+        return zlib.decompressobj(wbits=31)  # one member; checks its CRC and length
+    if codec == "bzip2":
+        return bz2.BZ2Decompressor()
+    if codec == "xz":
+        return lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
+    return zstandard.ZstdDecompressor().decompressobj()
+
+
+class _Decompressed(io.RawIOBase):
+    """The decoded bytes of one compressed file, made as they are read (every member/frame)."""
+
+    def __init__(self, path: Path, codec: str, raw: IO[bytes]) -> None:
+        super().__init__()
+        self.path, self.codec, self.raw = path, codec, raw
+        self.read_so_far = 0  # compressed bytes taken from the file
+        self.pending = b""  # compressed bytes read but not yet given to the decoder
+        self.decoder: Any = None  # None between members
+        self.out = bytearray()
+        self.ended = False
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
+
+    def readinto(self, buffer: Any) -> int:
+        try:
+            while not self.out and not self.ended:
+                self._step()
+        except DECODE_ERRORS as exc:
+            raise DataError(
+                f"{self.path}: corrupt {self.codec} data: decoding stopped at compressed byte "
+                f"{self.read_so_far:,}: {exc}"
+            ) from None
+        n = min(len(buffer), len(self.out))
+        buffer[:n] = self.out[:n]
+        del self.out[:n]
+        return n
+
+    def _more(self) -> bool:
+        """Read the next piece of the file into `pending`; False at its end."""
+        piece = self.raw.read(PIECE)
+        self.read_so_far += len(piece)
+        self.pending += piece
+        return bool(piece)
+
+    def _step(self) -> None:
+        if self.decoder is None:  # before a member: the file's end, padding, or a new member
+            self.pending = self.pending.lstrip(b"\x00")
+            if not self.pending and not self._more():
+                self.ended = True
+                return
+            if self.pending:
+                self.decoder = _decoder(self.codec)
+            return
+        made = self._decode()
+        if self.decoder.eof:
+            self.pending = self.decoder.unused_data + self.pending
+            self.decoder = None
+        elif not made and not self._input_waiting() and not self._more():
+            raise_truncated(self.path, self.codec, self.read_so_far)
+        self.out += made
+
+    def _input_waiting(self) -> bool:
+        """Whether the decoder still holds input it can make output from without more."""
+        d = self.decoder
+        if isinstance(d, bz2.BZ2Decompressor | lzma.LZMADecompressor):
+            return bool(self.pending) or not d.needs_input
+        return bool(self.pending) or bool(getattr(d, "unconsumed_tail", b""))
+
+    def _decode(self) -> bytes:
+        d = self.decoder
+        if isinstance(d, bz2.BZ2Decompressor | lzma.LZMADecompressor):
+            feed, self.pending = (self.pending, b"") if d.needs_input else (b"", self.pending)
+            return bytes(d.decompress(feed, OUT_PIECE))
+        if self.codec == "gzip":
+            made = d.decompress(d.unconsumed_tail + self.pending, OUT_PIECE)
+            self.pending = b""
+            return bytes(made)
+        feed, self.pending = self.pending[:ZSTD_FEED], self.pending[ZSTD_FEED:]
+        return bytes(d.decompress(feed))
+
+
+def raise_truncated(path: Path, codec: str, size: int) -> NoReturn:
+    raise DataError(
+        f"{path}: truncated {codec} data: the file ends at compressed byte {size:,} in the "
+        "middle of a stream"
+    )
 
 
 def read_hf(cfg: LoadedConfig, spec: SourceSpec, cache_dir: Path) -> Iterator[RawDoc]:
