@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.corpus import run_corpus
 
 # Stage subprocesses must never reach the Hugging Face Hub from tests.
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -85,28 +85,10 @@ def to_toml() -> Callable[[Mapping[str, Any]], str]:
     return toml_dumps
 
 
-def run_corpus(
-    *args: str | os.PathLike[str],
-    cwd: Path | None = None,
-    env: Mapping[str, str] | None = None,
-    timeout: float = 300,
-) -> subprocess.CompletedProcess[str]:
-    """`corpus ARGS...` in a fresh interpreter; never raises on a non-zero exit."""
-    full_env = dict(os.environ, **(env or {}))
-    return subprocess.run(
-        [sys.executable, "-m", "corpus_assets.cli", *map(str, args)],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
 @pytest.fixture(scope="session")
 def corpus() -> CorpusRunner:
-    """Run the `corpus` CLI in a subprocess: `corpus("hash", path)` -> CompletedProcess."""
+    """Run the `corpus` CLI in a subprocess: `corpus("hash", path, env={...})` ->
+    CompletedProcess (`env` is set over this process's environment)."""
     return run_corpus
 
 

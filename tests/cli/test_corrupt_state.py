@@ -8,14 +8,13 @@ line on stderr that names the file, never a traceback.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.corpus import own_instance_env, run_corpus
 
 from corpus_assets.core.config import load_config
 from corpus_assets.core.stages.verify import verify_path
@@ -134,15 +133,8 @@ def test_a_corrupt_origin_record_is_written_again(built: tuple[Path, Path], tmp_
     origin = layout.configs / f"{load_config(config).hash12}.origin.json"
     origin.parent.mkdir(parents=True, exist_ok=True)
     origin.write_bytes(b"\xff\xfe not UTF-8")
-    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "CORPUS_ROOT")}
-    done = subprocess.run(
-        [sys.executable, "-m", "corpus_assets.cli", "register", str(config), "--root", layout.root],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    env = own_instance_env()
+    done = run_corpus("register", config, "--root", layout.root, environ=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(origin.read_text(encoding="utf-8"))["file"] == str(config.resolve())
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from support.corpus import run_corpus
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "examples" / "tiny.toml"
@@ -24,19 +25,6 @@ ARITHMETIC = REPO / "examples" / "tasks" / "arithmetic.yaml"
 
 def hf_env(tmp: Path) -> dict[str, str]:
     return {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp / "hf-home")}
-
-
-def run_corpus(
-    *args: str | Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "corpus_assets.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
-        timeout=300,
-        check=False,
-    )
 
 
 def export(tmp: Path, path: Path, dest: Path) -> subprocess.CompletedProcess[str]:

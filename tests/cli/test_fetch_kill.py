@@ -8,7 +8,6 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from support.corpus import corpus_argv
 
 from corpus_assets.core.stages.verify import verify_path
 
@@ -72,10 +72,7 @@ def _generate_inputs(folder: Path) -> list[dict[str, Any]]:
 
 
 def _command(config_path: Path, root: Path) -> list[str]:
-    return [
-        sys.executable, "-m", "corpus_assets.cli",
-        "run", "--stage", "fetch", "--config", str(config_path), "--root", str(root),
-    ]  # fmt: skip
+    return corpus_argv("run", "--stage", "fetch", "--config", config_path, "--root", root)
 
 
 def _files(folder: Path) -> dict[str, bytes]:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -14,6 +12,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from support.corpus import run_corpus
 
 from corpus_assets.core.text.normalize import normalize
 
@@ -23,20 +22,6 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 PLOTS = ["report_lengths.png", "report_drops.png", "report_duplicates.png", "report_pii.png"]
 TOKENS_PLOT = "report_tokens.png"
 REPORT_FILES = [*PLOTS, TOKENS_PLOT, "report.json", "REPORT.md"]
-
-
-def run_corpus(
-    *args: str | os.PathLike[str], env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """`corpus ARGS...` in a fresh interpreter; never raises on a non-zero exit."""
-    return subprocess.run(
-        [sys.executable, "-m", "corpus_assets.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env=env,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -230,7 +215,7 @@ def test_matplotlib_writes_nothing_into_the_home_folder(built: Path, tmp_path: P
     home = tmp_path / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MPL", "XDG_"))}
-    proc = run_corpus("report", shards_of(root), env={**env, "HOME": str(home)})
+    proc = run_corpus("report", shards_of(root), env={"HOME": str(home)}, environ=env)
     assert proc.returncode == 0, proc.stderr
     assert list(home.iterdir()) == []
 

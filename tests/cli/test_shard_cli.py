@@ -6,31 +6,21 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from support.corpus import corpus_argv, make_bench_corpus, run_corpus
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "data" / "tinystories" / "TinyStoriesV2-GPT4-train.head10000lines.txt"
-MAKE_CORPUS = REPO / "bench" / "make_corpus.py"
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 
 
 def corpus(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "corpus_assets.cli", *args],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=300,
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(f"corpus {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}")
-    return proc
+    return run_corpus(*args, environ=ENV, check=check)
 
 
 def config(tmp: Path, body: str, name: str = "c.toml") -> Path:
@@ -49,13 +39,7 @@ def tiny_source(license: str = "cdla-sharing-1.0") -> str:
 
 @pytest.fixture(scope="module")
 def bench_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("bench") / "corpus"
-    subprocess.run(
-        [sys.executable, str(MAKE_CORPUS), "--out", str(out), "--mb", "4"],
-        check=True,
-        capture_output=True,
-    )
-    return out
+    return make_bench_corpus(tmp_path_factory.mktemp("bench") / "corpus", 4)
 
 
 def bench_config(tmp: Path, data: Path) -> Path:
@@ -194,20 +178,7 @@ def test_killed_shard_resumes_byte_identical(tmp_path: Path, bench_corpus: Path)
     build(cfg, clean)
     root = tmp_path / "killed"
     corpus("run", "--stage", "fetch", "--config", str(cfg), "--root", str(root))
-    cmd = [
-        sys.executable,
-        "-m",
-        "corpus_assets.cli",
-        "run",
-        "--stage",
-        "shard",
-        "--config",
-        str(cfg),
-        "--root",
-        str(root),
-        "--workers",
-        "2",
-    ]
+    cmd = corpus_argv("run", "--stage", "shard", "--config", cfg, "--root", root, "--workers", 2)
 
     def tasks_done(n: int) -> Callable[[], bool]:
         return lambda: len(list((root / "work").glob("*/shard/tasks/*.done"))) >= n

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.corpus import run_corpus
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 HEAD = (
@@ -34,23 +33,8 @@ def test_bad_sections_exit_64_before_anything(tmp_path: Path, body: str, message
     cfg.write_text(HEAD + body, encoding="utf-8")
     root = tmp_path / "root"
     for stage in ("fetch", "shard"):
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "corpus_assets.cli",
-                "run",
-                "--stage",
-                stage,
-                "--config",
-                str(cfg),
-                "--root",
-                str(root),
-            ],
-            capture_output=True,
-            text=True,
-            env=ENV,
-            timeout=120,
+        proc = run_corpus(
+            "run", "--stage", stage, "--config", cfg, "--root", root, environ=ENV, timeout=120
         )
         assert proc.returncode == 64, proc.stderr
         assert message in proc.stderr and proc.stderr.count("\n") == 1

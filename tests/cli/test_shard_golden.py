@@ -2,7 +2,7 @@
 
 The 4 MB corpus of `bench/make_corpus.py` (seed 0) is built with three dedup settings; the shard
 files' sha256, row counts and the duplicate counts must be exactly what the in-memory
-near-dedup (the code before issue 15, section 2) published. A change to dedup, partial copies,
+near dedup (one connected-components pass in memory) published. A change to dedup, partial copies,
 PII or the writer that moves one byte fails here.
 """
 
@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.corpus import make_bench_corpus, run_corpus
 
-REPO = Path(__file__).resolve().parents[2]
-MAKE_CORPUS = REPO / "bench" / "make_corpus.py"
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 
 GOLDEN: dict[str, dict[str, Any]] = {
@@ -59,19 +56,14 @@ GOLDEN: dict[str, dict[str, Any]] = {
 
 
 def corpus(*args: str) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "corpus_assets.cli", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    proc = run_corpus(*args, environ=ENV, check=True)
     result: dict[str, Any] = json.loads(proc.stdout)
     return result
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("golden") / "corpus"
-    cmd = [sys.executable, str(MAKE_CORPUS), "--out", str(out), "--mb", "4"]
-    subprocess.run(cmd, check=True, capture_output=True)
-    return out
+    return make_bench_corpus(tmp_path_factory.mktemp("golden") / "corpus", 4)
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN))

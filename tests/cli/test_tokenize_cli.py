@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.corpus import run_corpus, start_corpus
+from support.processes import running
 
 from corpus_assets.core.config import load_config
 from corpus_assets.core.store.layout import Layout
@@ -26,25 +28,12 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 def corpus(
     *args: str | Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "corpus_assets.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env or ENV,
-        timeout=300,
-        check=False,
-    )
+    return run_corpus(*args, environ=env or ENV)
 
 
 def start(*args: str | Path) -> subprocess.Popen[str]:
     """The CLI in the background; no pipes, so a stray worker can never block the test."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "corpus_assets.cli", *map(str, args)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=ENV,
-    )
+    return start_corpus(*args, environ=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def setup_build(
@@ -158,7 +147,7 @@ def test_bad_tokenizer_config_is_exit_64(tmp_path: Path) -> None:
 # --- kill and resume --------------------------------------------------------------------------
 
 
-def wait_until(proc: subprocess.Popen[str], ready: Callable[[], bool], timeout: float) -> bool:
+def ready_in_time(proc: subprocess.Popen[str], ready: Callable[[], bool], timeout: float) -> bool:
     """Poll until `ready()` (True) or the process ends / time runs out (False)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -177,13 +166,6 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def gone(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] in "ZX"
-    except OSError:
-        return True
-
-
 def kill(proc: subprocess.Popen[str], snapshot: Callable[[], Any]) -> None:
     """SIGKILL the stage process; its workers die with it and write nothing afterwards."""
     workers = children(proc.pid)
@@ -191,9 +173,9 @@ def kill(proc: subprocess.Popen[str], snapshot: Callable[[], Any]) -> None:
     proc.wait(timeout=30)
     at_death = snapshot()
     deadline = time.monotonic() + 10
-    while not all(gone(w) for w in workers) and time.monotonic() < deadline:
+    while any(running(w) for w in workers) and time.monotonic() < deadline:
         time.sleep(0.01)
-    alive = [w for w in workers if not gone(w)]
+    alive = [w for w in workers if running(w)]
     for pid in alive:  # do not leave them behind
         os.kill(pid, 9)
     assert not alive, "a tokenize worker outlived its killed stage"
@@ -235,7 +217,7 @@ def test_kill_and_resume_is_byte_identical(tmp_path: Path) -> None:
     survivors: dict[str, int] = {}
     for label, workers, ready in kill_points:
         proc = start(*args, workers)
-        hit = wait_until(proc, ready, timeout=120)
+        hit = ready_in_time(proc, ready, timeout=120)
         if label == "while starting":
             time.sleep(0.3)
         if proc.poll() is None:

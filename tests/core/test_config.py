@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from support.values import shuffled
 
 from corpus_assets.core.config import (
     DEFAULT_LICENSES,
@@ -357,16 +358,6 @@ def json_spelling(value: Any, rnd: random.Random) -> str:
     return json.dumps(value)
 
 
-def _shuffled(value: Any, rnd: random.Random) -> Any:
-    if isinstance(value, dict):
-        items = list(value.items())
-        rnd.shuffle(items)
-        return {k: _shuffled(v, rnd) for k, v in items}
-    if isinstance(value, list):
-        return [_shuffled(v, rnd) for v in value]
-    return value
-
-
 def _leaves(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     if isinstance(value, dict):
         return [p for k, v in value.items() for p in _leaves(v, (*path, k))]
@@ -414,7 +405,7 @@ def test_key_order_and_whitespace_never_change_the_hash(
     indent = data.draw(st.sampled_from([None, 0, 1, 4, "\t"]))
     pretty = folder / "pretty.json"
     pretty.write_text(
-        json.dumps(_shuffled(config, random.Random(seed)), indent=indent, ensure_ascii=False)
+        json.dumps(shuffled(config, random.Random(seed)), indent=indent, ensure_ascii=False)
     )
     a, b, c = (load_config(p) for p in (plain, spelled, pretty))
     assert a.sha256 == b.sha256 == c.sha256
@@ -455,7 +446,7 @@ def test_a_toml_file_and_its_json_twin_hash_the_same(
 ) -> None:
     folder = tmp_path_factory.mktemp("twins")
     (folder / "c.json").write_text(json.dumps(config), encoding="utf-8")
-    (folder / "c.toml").write_text(to_toml(_shuffled(config, random.Random(seed))), "utf-8")
+    (folder / "c.toml").write_text(to_toml(shuffled(config, random.Random(seed))), "utf-8")
     as_json, as_toml = load_config(folder / "c.json"), load_config(folder / "c.toml")
     assert as_toml.canonical == as_json.canonical
     assert as_toml.sha256 == as_json.sha256

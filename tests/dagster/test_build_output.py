@@ -11,13 +11,13 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
 import pytest
 from dagster_support import variant, wrapped
+from support.corpus import own_instance_env, run_corpus, start_corpus
 
 from corpus_assets.build import driver
 
@@ -27,19 +27,8 @@ FAILED = re.compile(r"^\[corpus\] run (\S+) FAILED in [0-9.]+ s: (\w+): (.*)$")
 CLEANUP = "[corpus] cleaned up"
 
 
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "CORPUS_ROOT")}
-
-
 def _build(config: Path, root: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "corpus_assets.cli", "build", str(config), *flags, "--root", root],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run_corpus("build", config, *flags, "--root", root, environ=own_instance_env())
 
 
 def _word_tokenizer(path: Path, words: list[str]) -> None:
@@ -132,12 +121,10 @@ def test_corrupt_ledger_fails_the_build_once_in_two_lines(example: Path, root: P
 def test_progress_on_a_terminal(example: Path, root: Path) -> None:
     """With stderr a terminal, the stages' progress streams; Dagster's own log does not."""
     main, side = os.openpty()
-    build = subprocess.Popen(
-        [sys.executable, "-m", "corpus_assets.cli", "build", str(example), "--root", str(root)],
-        env=_env(),
-        stdout=subprocess.PIPE,
+    build = start_corpus(
+        "build", example, "--root", root, environ=own_instance_env(), stdout=subprocess.PIPE,
         stderr=side,
-    )
+    )  # fmt: skip
     os.close(side)
     chunks = []
     while True:

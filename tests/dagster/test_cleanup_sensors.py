@@ -5,9 +5,6 @@ The builds here pass `compensate=False`: `corpus build` would otherwise clean up
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +12,7 @@ from typing import Any
 import dagster as dg
 import pytest
 from dagster_support import unlicensed, wrapped
+from support.dagster import cancel_when
 
 from corpus_assets.build import driver
 from corpus_assets.core.config import load_config
@@ -159,24 +157,13 @@ def test_cancelled_run_requests_cleanup(
     outcome: dict[str, driver.BuildResult] = {}
     attempts = tmp_path / "wrapper" / "shard.attempts"  # the wrapper writes it as it starts
 
-    def cancel_when_shard_starts() -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            for run in instance.get_runs():
-                started = instance.get_records_for_run(
-                    run.run_id, of_type=dg.DagsterEventType.STEP_START
-                ).records
-                if any(r.event_log_entry.step_key == "shards" for r in started):
-                    while not attempts.exists():  # until the stage subprocess is up, stalling
-                        assert time.monotonic() < deadline, "the shard stage never started"
-                        time.sleep(0.05)
-                    instance.report_run_canceling(run)
-                    os.kill(os.getpid(), signal.SIGINT)
-                    return
-            time.sleep(0.2)
+    def shard_stage_up(run: dg.DagsterRun) -> bool:
+        """The run's shards step started and its stage subprocess is up, stalling."""
+        started = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.STEP_START)
+        shards = any(r.event_log_entry.step_key == "shards" for r in started.records)
+        return shards and attempts.exists()
 
-    watcher = threading.Thread(target=cancel_when_shard_starts, daemon=True)
-    watcher.start()
+    watcher = cancel_when(instance, shard_stage_up)
     start = time.monotonic()
     outcome["build"] = driver.build(example, root, instance, stage_runner=runner, compensate=False)
     watcher.join(timeout=5)

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import dagster as dg
+from support.corpus import own_instance_env, run_corpus
 
 from corpus_assets.assets import checks
 from corpus_assets.build import driver
@@ -78,15 +76,8 @@ def test_build_materializes_three_assets_with_checks(
 def test_corpus_build_command(example: Path, root: Path) -> None:
     """The README's main command: JSON on stdout, one line on stderr, exit 0; bad config 64."""
     env_root = str(root)
-    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "CORPUS_ROOT")}
-    done = subprocess.run(
-        [sys.executable, "-m", "corpus_assets.cli", "build", str(example), "--root", env_root],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    env = own_instance_env()
+    done = run_corpus("build", example, "--root", env_root, environ=env)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["success"] is True
@@ -100,14 +91,7 @@ def test_corpus_build_command(example: Path, root: Path) -> None:
 
     bad = example.with_name("bad.json")
     bad.write_text('{"dataset": "x", "version": "v1", "tokenizer": {"id": "bytes"}, "dedupe": 1}')
-    failed = subprocess.run(
-        [sys.executable, "-m", "corpus_assets.cli", "build", str(bad), "--root", env_root],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    failed = run_corpus("build", bad, "--root", env_root, environ=env, timeout=120)
     assert failed.returncode == 64
     h = load_config(example).hash12
     assert sorted(p.name for p in (root / "configs").iterdir()) == [f"{h}.json", f"{h}.origin.json"]

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import dagster as dg
+from support.corpus import run_corpus
 
 from corpus_assets.build import driver
 from corpus_assets.core.config import load_config
@@ -20,14 +19,7 @@ MANIFEST_CHECK = dg.AssetCheckKey(dg.AssetKey("shards"), "shards_manifest_valid"
 
 
 def _check(root: Path, target: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "corpus_assets.cli", "check", target, "--root", str(root)],
-        env={**os.environ, "DAGSTER_HOME": str(root / "dagster")},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run_corpus("check", target, "--root", root, env={"DAGSTER_HOME": str(root / "dagster")})
 
 
 def _materializations(instance: dg.DagsterInstance, key: str) -> int:

@@ -13,6 +13,7 @@ from types import FrameType
 import dagster as dg
 import pytest
 from dagster_support import variant, wrapped
+from support.processes import running
 
 from corpus_assets.build import driver
 from corpus_assets.resources.stage_runner import failure
@@ -129,20 +130,9 @@ def test_interrupt_stops_the_whole_process_group(tmp_path: Path) -> None:
     assert lines[:1] == ["started"]
     grandchild = int(pidfile.read_text())
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and _alive(grandchild):
+    while time.monotonic() < deadline and running(grandchild):
         time.sleep(0.1)
-    assert not _alive(grandchild), "a worker of the stopped stage survived"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    status = (
-        Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}").exists() else "X"
-    )
-    return status != "Z"
+    assert not running(grandchild), "a worker of the stopped stage survived"
 
 
 def test_a_failure_reads_as_the_stage_sentence_first() -> None:

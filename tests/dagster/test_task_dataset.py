@@ -9,13 +9,14 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 import pytest
+from support.corpus import run_corpus, start_corpus
+from support.dagster import run_dagster
+from support.waiting import wait_for
 
 from corpus_assets.sensors.cleanup import cleanup_request
 from corpus_assets.tasks.snapshot import load_snapshot
@@ -23,7 +24,6 @@ from corpus_assets.tasks.snapshot import load_snapshot
 REPO = Path(__file__).resolve().parents[2]
 TASK_TESTS = REPO / "tests" / "tasks"
 EXAMPLES = REPO / "examples" / "tasks"
-DAGSTER = str(Path(sys.executable).with_name("dagster"))
 WAIT_S = 180.0
 
 
@@ -39,28 +39,15 @@ def env_for(root: Path) -> dict[str, str]:
 
 
 def corpus(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "corpus_assets.cli", *args, "--root", str(root)],
-        env=env_for(root),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    return run_corpus(*args, "--root", root, environ=env_for(root), timeout=600)
 
 
 def standalone_dataset_id(config: Path, output: Path, root: Path) -> str:
     """The dataset_id `corpus tasks` publishes for `config` outside Dagster."""
-    argv = [sys.executable, "-m", "corpus_assets.cli", "tasks", "--config", str(config)]
-    done = subprocess.run(
-        [*argv, "--output", str(output)],
-        env=env_for(root),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_corpus(
+        "tasks", "--config", config, "--output", output,
+        environ=env_for(root), timeout=600, check=True,
+    )  # fmt: skip
     dataset_id: str = json.loads(done.stdout.splitlines()[-1])["dataset_id"]
     return dataset_id
 
@@ -170,14 +157,8 @@ def test_dagster_job_execute_and_asset_materialize_a_task_partition(tmp_path: Pa
         ["job", "execute", "-j", "task_build", "--tags", json.dumps({"dagster/partition": key})],
         ["asset", "materialize", "--select", "task_dataset", "--partition", key],
     ):
-        done = subprocess.run(
-            [DAGSTER, *argv[:2], "-m", "corpus_assets.definitions", *argv[2:]],
-            env=env_for(root),
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
+        done = run_dagster(
+            *argv[:2], "-m", "corpus_assets.definitions", *argv[2:], env=env_for(root), cwd=tmp_path
         )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     with dg.DagsterInstance.from_config(str(root / "dagster")) as instance:
@@ -190,34 +171,25 @@ def test_dagster_job_execute_and_asset_materialize_a_task_partition(tmp_path: Pa
         assert len(ids) == 1
 
 
-def _wait_for(predicate: Any, what: str, proc: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        if proc.poll() is not None:
-            raise AssertionError(f"corpus build ended (exit {proc.returncode}) before {what}")
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def build_until_paused(
     config: Path, root: Path, log: Path, call: int, signum: int
 ) -> tuple[subprocess.Popen[str], str, str]:
     """Start `corpus build` in its own process group, wait until the scripted calibrator pauses
     before call `call`, send `signum` to the group; the ended process and its output."""
-    argv = [sys.executable, "-m", "corpus_assets.cli", "build", str(config), "--root", str(root)]
-    proc = subprocess.Popen(
-        argv,
-        env=env_for(root),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc = start_corpus(
+        "build", config, "--root", root,
+        environ=env_for(root), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         start_new_session=True,
-    )
+    )  # fmt: skip
     try:
         mark = f'"pause": {call}'
-        _wait_for(lambda: mark in (log.read_text() if log.exists() else ""), "a pause", proc)
+        wait_for(
+            lambda: mark in (log.read_text() if log.exists() else ""),
+            WAIT_S,
+            "a pause",
+            every=0.05,
+            watch=[proc],
+        )
         os.killpg(proc.pid, signum)
         out, err = proc.communicate(timeout=WAIT_S)
     finally:
@@ -297,25 +269,10 @@ def test_a_tampered_snapshot_fails_the_blocking_check(tmp_path: Path) -> None:
 
 
 def _materialize(root: Path, cwd: Path, select: str, key: str) -> None:
-    done = subprocess.run(
-        [
-            DAGSTER,
-            "asset",
-            "materialize",
-            "-m",
-            "corpus_assets.definitions",
-            "--select",
-            select,
-            "--partition",
-            key,
-        ],
-        env=env_for(root),
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = run_dagster(
+        "asset", "materialize", "-m", "corpus_assets.definitions", "--select", select,
+        "--partition", key, env=env_for(root), cwd=cwd,
+    )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -11,14 +10,13 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from dagster_support import WRAPPER
-from e2e_support import DagsterDev, wait_for
+from support.dagster import DagsterDev
 from support.sensors import ticks_after
+from support.waiting import wait_for
 
 from corpus_assets.core.config import load_config
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.sensors.cleanup import CLEANUP_OF_TAG, FAILURE_SENSOR
-
-DAGSTER = str(Path(sys.executable).with_name("dagster"))
 
 
 @pytest.mark.timeout(600)
@@ -42,27 +40,10 @@ def test_failed_cli_run_is_cleaned_up_once(dagster_dev: DagsterDev, tmp_path: Pa
     run_config.write_text(
         json.dumps({"resources": {"stage_runner": {"config": {"command": command}}}})
     )
-    done = subprocess.run(
-        [
-            DAGSTER,
-            "job",
-            "execute",
-            "-m",
-            "corpus_assets.definitions",
-            "-j",
-            "corpus_build",
-            "--tags",
-            json.dumps({"dagster/partition": key}),
-            "-c",
-            str(run_config),
-        ],
-        env=dagster_dev.env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = dagster_dev.dagster(
+        "job", "execute", "-m", "corpus_assets.definitions", "-j", "corpus_build",
+        "--tags", json.dumps({"dagster/partition": key}), "-c", str(run_config), cwd=tmp_path,
+    )  # fmt: skip
     assert done.returncode != 0, "the blocking check should fail the run"
     assert layout.shards(cfg).exists()
 
@@ -89,5 +70,7 @@ def test_failed_cli_run_is_cleaned_up_once(dagster_dev: DagsterDev, tmp_path: Pa
         assert key not in instance.get_materialized_partitions(dg.AssetKey("shards"))
         ended = time.time()  # the cleanup run was seen SUCCESS: it ended before this
         # two ticks of the failure sensor that began after the cleanup ended: still one cleanup
-        wait_for(lambda: len(ticks_after(instance, FAILURE_SENSOR, ended)) >= 2, 120, "2 ticks")
+        wait_for(
+            lambda: len(ticks_after(instance, FAILURE_SENSOR, ended)) >= 2, 120, "2 ticks", 1.0
+        )
         assert len(cleanup_runs()) == 1 == len(runs), "one cleanup per failed run"

@@ -14,8 +14,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from dagster_support import unlicensed, variant
-from e2e_support import DagsterDev, wait_for
 from playwright.sync_api import Page
+from support.dagster import DagsterDev
+from support.waiting import wait_for
 from test_e2e_ui import ARTIFACTS, CHROMIUM_ARGS, _chromium, _skip_community_modal
 
 from corpus_assets.assets.checks import SHARDS_AUDITS

@@ -4,19 +4,17 @@ Materialize button of `task_dataset` in headless Chromium."""
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import dagster as dg
 import pytest
 from dagster_support import REPO
-from e2e_support import DagsterDev, wait_for
+from support.dagster import DagsterDev, finished_runs
+from support.waiting import wait_for
 from test_e2e_ui import ARTIFACTS, CHROMIUM_ARGS, _chromium, _skip_community_modal
 
 from corpus_assets.tasks.snapshot import load_snapshot
 
-DAGSTER = str(Path(sys.executable).with_name("dagster"))
 EXAMPLES = REPO / "examples" / "tasks"
 
 
@@ -31,12 +29,6 @@ def task_configs(folder: Path) -> list[Path]:
     ]
 
 
-def finished_runs(instance: dg.DagsterInstance, keys: list[str]) -> list[dg.DagsterRun]:
-    runs = [r for r in instance.get_runs() if r.tags.get("dagster/partition") in keys]
-    done = len(runs) == len(keys) and all(r.is_finished for r in runs)
-    return runs if done else []
-
-
 def snapshot_of(dagster_dev: DagsterDev, key: str) -> Path:
     return next((dagster_dev.root / "tasks").glob(f"*/{key[-12:]}/dataset"))
 
@@ -44,27 +36,7 @@ def snapshot_of(dagster_dev: DagsterDev, key: str) -> Path:
 @pytest.mark.timeout(900)
 def test_backfill_of_two_task_configs(dagster_dev: DagsterDev) -> None:
     keys = [dagster_dev.register(c) for c in task_configs(dagster_dev.root.parent / "tasks")]
-    done = subprocess.run(
-        [
-            DAGSTER,
-            "job",
-            "backfill",
-            "-w",
-            str(REPO / "workspace.yaml"),
-            "-j",
-            "task_build",
-            "--partitions",
-            ",".join(keys),
-            "--noprompt",
-        ],
-        env=dagster_dev.env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    dagster_dev.backfill("task_build", keys)
     with dagster_dev.instance() as instance:
         runs = wait_for(lambda: finished_runs(instance, keys), 780, "two backfill runs", every=3.0)
         assert all(r.tags.get("dagster/backfill") for r in runs)

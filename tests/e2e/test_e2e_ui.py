@@ -8,10 +8,11 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from dagster_support import REPO, variant
-from e2e_support import DagsterDev, wait_for
 from playwright.sync_api import Locator, Page
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+from support.dagster import DagsterDev
 from support.environment import unavailable
+from support.waiting import wait_for
 
 from corpus_assets.core.config import load_config
 from corpus_assets.core.stages.verify import verify_path

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,15 +12,14 @@ from pathlib import Path
 
 import dagster as dg
 from dagster._core.scheduler.instigation import InstigatorTick
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-from e2e_support import STARTUP_TIMEOUT, sensors_ticked, wait_for
+from support.corpus import start_corpus
+from support.dagster import CLEANUP_SENSORS, STARTUP_TIMEOUT, sensors_ticked
+from support.processes import stop_group
+from support.waiting import wait_for
 
 from corpus_assets.instance.home import ensure_home
-from corpus_assets.sensors.cleanup import CANCEL_SENSOR, FAILURE_SENSOR
 
 DAEMON = str(Path(sys.executable).with_name("dagster-daemon"))
-CLEANUP_SENSORS = {FAILURE_SENSOR, CANCEL_SENSOR}
 
 
 @dataclass
@@ -39,13 +37,10 @@ class Daemon:
 
     def corpus(self, *args: str) -> subprocess.Popen[str]:
         """`corpus ARGS` on this root, stderr piped (text)."""
-        return subprocess.Popen(
-            [sys.executable, "-m", "corpus_assets.cli", *args, "--root", str(self.root)],
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        return start_corpus(
+            *args, "--root", self.root,
+            environ=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
 
     def ticked_after(self, sensor: str, timestamp: float) -> bool:
         """True once `sensor` finished a tick that started after `timestamp`."""
@@ -97,22 +92,9 @@ def running_daemon(base: Path) -> Iterator[Daemon]:
                 lambda: proc.poll() is not None or sensors_ticked(instance, CLEANUP_SENSORS),
                 STARTUP_TIMEOUT,
                 "the daemon's first cleanup-sensor ticks",
+                every=1.0,
             )
         assert proc.poll() is None, log.read_text()[-5000:]
         yield daemon
     finally:
-        _stop(proc)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the daemon's process group, then SIGKILL whatever is left."""
-    for sig, grace in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 10.0)):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=grace)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)  # stray children of a clean exit
+        stop_group(proc)

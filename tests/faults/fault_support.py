@@ -4,23 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
-import signal
-import threading
-import time
-from collections.abc import Callable
+import subprocess
 from pathlib import Path
-from typing import TypeVar
 
 import dagster as dg
+from support.corpus import own_instance_env, start_corpus
 
 from corpus_assets.definitions import build_defs
 from corpus_assets.jobs import CLEANUP_JOB
 from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.sensors.cleanup import corpus_cleanup_on_cancel, corpus_cleanup_on_failure
-
-T = TypeVar("T")
 
 
 def tree(root: Path, *parts: str) -> dict[str, str]:
@@ -106,62 +100,6 @@ def launch_cleanups(
         assert result.success
 
 
-def cancel_when(
-    instance: dg.DagsterInstance, ready: Callable[[dg.DagsterRun], bool]
-) -> threading.Thread:
-    """Cancel like the run launcher does (mark CANCELING, SIGINT this process, the run worker)
-    the started run for which `ready(run)` is true."""
-
-    def watch() -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            for run in instance.get_runs(
-                filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])
-            ):
-                if ready(run):
-                    instance.report_run_canceling(run)
-                    os.kill(os.getpid(), signal.SIGINT)
-                    return
-            time.sleep(0.02)
-
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    return thread
-
-
-def descendants(pid: int) -> list[int]:
-    """Pids of every live descendant of `pid` (children first, then theirs)."""
-    children: dict[int, list[int]] = {}
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(proc.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def stage_pids(root: Path, stage: str) -> list[int]:
-    """Pids of live `corpus run --stage STAGE --root ROOT` processes."""
-    needle = f"run\0--stage\0{stage}\0".encode()
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            cmdline = (proc / "cmdline").read_bytes() if proc.name.isdigit() else b""
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] if cmdline else ""
-        except OSError:
-            continue
-        if needle in cmdline and f"{root}\0".encode() in cmdline + b"\0" and state != "Z":
-            found.append(int(proc.name))
-    return found
-
-
 SYLLABLES = ("ka", "lo", "mi", "ren", "to", "sa", "vel", "ni", "dor", "ae", "bru", "fen", "qui")
 EOS = "<|endoftext|>"
 
@@ -220,19 +158,19 @@ def corpus_config(folder: Path, name: str, docs: int, tokenizer: bool = False) -
     return config
 
 
+def start_build(config: Path, root: Path) -> subprocess.Popen[str]:
+    """`corpus build --progress CONFIG --root ROOT` (the stages' progress lines on its stderr)
+    on the root's own instance, stdout and stderr piped."""
+    env = own_instance_env()
+    return start_corpus(
+        "build", "--progress", config, "--root", root,
+        environ=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+
 def staged(root: Path, hash12: str, stage: str) -> list[str]:
     """Finished task outputs of `stage` in its staging folder: the shard stage's `.done` task
     markers, the tokenize stage's per-shard markers (each written after its files)."""
     work = root / "work" / hash12 / stage
     pattern = "tasks/task-*.done" if stage == "shard" else "markers/*.json"
     return sorted(str(p.relative_to(root)) for p in work.glob(pattern))
-
-
-def wait_until(predicate: Callable[[], T], timeout: float, what: str) -> T:
-    """The first true value of `predicate()`, polled until `timeout` seconds have passed."""
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.02)
-    return value

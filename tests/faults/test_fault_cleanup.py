@@ -22,16 +22,16 @@ import dagster as dg
 import pytest
 from daemon_support import Daemon, running_daemon
 from fault_support import (
-    cancel_when,
     corpus_config,
     messages,
     runs_of,
     sensor_requests,
-    stage_pids,
     staged,
     step_events,
-    wait_until,
 )
+from support.dagster import cancel_when
+from support.processes import stage_pids
+from support.waiting import wait_for
 
 from corpus_assets.build import driver
 from corpus_assets.core.config import LoadedConfig, load_config
@@ -155,7 +155,7 @@ def _break_tokenizer_when_staged(
     seen: dict[str, object] = {}
 
     def watch() -> None:
-        wait_until(lambda: staged(root, cfg.hash12, "shard"), 240, "the shard stage's tasks")
+        wait_for(lambda: staged(root, cfg.hash12, "shard"), 240, "the shard stage's tasks")
         seen.update(_before_cleanup(root, cfg), staged=staged(root, cfg.hash12, "shard"))
         tokenizer.write_text("not a tokenizer\n", encoding="utf-8")
 
@@ -183,7 +183,7 @@ def _daemon_looked(daemon: Daemon, instance: dg.DagsterInstance, *runs: dg.Dagst
     ends = [instance.get_run_record_by_id(r.run_id) for r in runs]
     last = max(r.end_time or 0.0 for r in ends if r is not None)
     for sensor in (FAILURE_SENSOR, CANCEL_SENSOR):
-        wait_until(lambda s=sensor: daemon.ticked_after(s, last), 120, f"a tick of {sensor}")
+        wait_for(lambda s=sensor: daemon.ticked_after(s, last), 120, f"a tick of {sensor}")
 
 
 def _daemon_skipped(daemon: Daemon, run_id: str) -> None:
@@ -246,7 +246,7 @@ def test_interrupt_during_shard_stops_and_cleans_up_beside_daemon(
     config = corpus_config(tmp_path / "configs", f"stop-{sig.name.lower()}", DOCS)
     cfg = load_config(config)
     build = daemon.corpus("build", str(config), "--workers", "1")
-    wait_until(lambda: staged(daemon.root, cfg.hash12, "shard"), 240, "the shard stage's tasks")
+    wait_for(lambda: staged(daemon.root, cfg.hash12, "shard"), 240, "the shard stage's tasks")
     kept = _before_cleanup(daemon.root, cfg)
     build.send_signal(sig)
     exit_code, err = _wait(build)
@@ -286,7 +286,7 @@ def test_daemon_cleans_up_a_failed_cli_run(daemon: Daemon, tmp_path: Path) -> No
     with daemon.instance() as instance:
         run = _failed_run(instance, cfg)
         assert run.status == dg.DagsterRunStatus.FAILURE and _published(instance, run.run_id)
-        wait_until(
+        wait_for(
             lambda: any(
                 r.status == dg.DagsterRunStatus.SUCCESS
                 for r in runs_of(instance, CLEANUP_JOB, CLEANUP_OF_TAG, run.run_id)

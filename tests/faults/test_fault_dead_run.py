@@ -17,9 +17,12 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from dagster_support import WRAPPER, variant
-from fault_support import descendants, materializations, runs_of, sensor_requests, tree
-from support.processes import live_in_group
+from fault_support import materializations, runs_of, sensor_requests, tree
+from support.corpus import own_instance_env, run_corpus, start_corpus
+from support.dagster import sensors_ticked
+from support.processes import descendants, live_in_group, running, stop_group
 from support.sensors import ticks_after
+from support.waiting import wait_for
 
 from corpus_assets.build.driver import register
 from corpus_assets.core.config import load_config
@@ -38,11 +41,7 @@ from corpus_assets.jobs import BUILD_JOB, CLEANUP_JOB
 from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.sensors.cleanup import CLEANUP_OF_TAG
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-from e2e_support import sensors_ticked, wait_for
-
 BIN = Path(sys.executable).parent
-CORPUS = [sys.executable, "-m", "corpus_assets.cli"]
 DAEMON = ["dagster-daemon", "run", "-m", "corpus_assets.definitions"]
 SENSORS = {"corpus_dead_runs", "corpus_cleanup_on_failure", "corpus_cleanup_on_cancel"}
 STARTED = dg.DagsterRunStatus.STARTED
@@ -53,9 +52,8 @@ def _env(root: Path) -> dict[str, str]:
 
 
 def _corpus_build(config: Path, root: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "CORPUS_ROOT")}
-    argv = [*CORPUS, "build", str(config), "--root", str(root)]
-    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
+    env = own_instance_env()
+    return run_corpus("build", config, "--root", root, environ=env)
 
 
 def _stalled_tokenize(tmp_path: Path) -> Path:
@@ -89,22 +87,13 @@ def _job(verb: str, key: str, run_config: Path) -> list[str]:
     return [str(BIN / "dagster"), "job", verb, *module, "--tags", tags, "-c", str(run_config)]
 
 
-def _gone(pid: int) -> bool:
-    """No such process, or only its zombie (exited, not reaped by its parent yet)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return True
-    return state in ("Z", "X")
-
-
 def _kill_tree(pid: int) -> list[int]:
     """SIGKILL `pid` and every process under it (a machine that dies); wait until all are gone."""
     pids = [pid, *descendants(pid)]
     for each in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(each, signal.SIGKILL)
-    wait_for(lambda: all(_gone(p) for p in pids), 30, f"processes {pids} to die", every=0.1)
+    wait_for(lambda: all(not running(p) for p in pids), 30, f"processes {pids} to die", every=0.1)
     return pids
 
 
@@ -142,9 +131,7 @@ def _verified(root: Path, cfg_file: Path) -> dict[str, str]:
     cfg = load_config(cfg_file)
     layout = Layout(root.resolve())
     for folder in (layout.shards(cfg), layout.tokens(cfg)):
-        done = subprocess.run(
-            [*CORPUS, "verify", str(folder / MANIFEST)], capture_output=True, text=True, check=False
-        )
+        done = run_corpus("verify", folder / MANIFEST)
         assert done.returncode == 0, done.stderr
     return tree(root, "corpus", "tokens")
 
@@ -163,14 +150,11 @@ def _tokenize_killed(
 
 @pytest.mark.timeout(300)
 def test_killed_corpus_build_is_marked_failed_by_the_next_build(example: Path, root: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "CORPUS_ROOT")}
-    build = subprocess.Popen(
-        [*CORPUS, "build", str(example), "--root", str(root), "--progress"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    env = own_instance_env()
+    build = start_corpus(
+        "build", example, "--root", root, "--progress",
+        environ=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
     assert build.stderr is not None
     seen = []
     for line in build.stderr:
@@ -179,7 +163,7 @@ def test_killed_corpus_build_is_marked_failed_by_the_next_build(example: Path, r
             _kill_tree(build.pid)
             break
     assert build.wait(timeout=30) == -signal.SIGKILL, "".join(seen)
-    assert _gone(build.pid)
+    assert not running(build.pid)
 
     with dg.DagsterInstance.from_config(str(root / "dagster")) as instance:
         [dead] = runs_of(instance, BUILD_JOB)
@@ -251,12 +235,7 @@ def _daemon(root: Path, cwd: Path) -> Iterator[subprocess.Popen[bytes]]:
     try:
         yield daemon
     finally:
-        for sig, grace in ((signal.SIGINT, 30.0), (signal.SIGKILL, 10.0)):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(daemon.pid, sig)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                daemon.wait(timeout=grace)
-                break
+        stop_group(daemon, signal.SIGINT, grace=30.0)
 
 
 def _cleanups_of(instance: dg.DagsterInstance, run_id: str) -> list[dg.DagsterRun]:
@@ -283,7 +262,9 @@ def _launched_worker(instance: dg.DagsterInstance, daemon: int) -> Callable[[int
 
 def _marked_by_sensor(instance: dg.DagsterInstance, run_id: str, pid: int) -> str:
     """Wait until the daemon's sensor marked the run FAILED; its failure message."""
-    wait_for(lambda: _status(instance, run_id) == dg.DagsterRunStatus.FAILURE, 120, "the dead mark")
+    wait_for(
+        lambda: _status(instance, run_id) == dg.DagsterRunStatus.FAILURE, 120, "the dead mark", 1.0
+    )
     message = _failure_message(instance, run_id)
     assert message == (
         f"run worker process {pid} on {host()} is gone (killed?); "
@@ -302,7 +283,7 @@ def test_daemon_marks_dead_runs_and_spares_a_rebuilt_partition(
     # 1. The daemon dies with its code server and the run worker that its DefaultRunLauncher
     # started (the code server would have marked a lone dead worker; now nobody is left to).
     with _daemon(root, tmp_path) as first:
-        wait_for(lambda: sensors_ticked(instance, SENSORS), 240, "the first sensor ticks")
+        wait_for(lambda: sensors_ticked(instance, SENSORS), 240, "the first sensor ticks", 1.0)
         launch = _job("launch", cfg.partition_key, _stalled_tokenize(tmp_path))
         done = subprocess.run(launch, env=_env(root), cwd=tmp_path, timeout=300, check=False)
         assert done.returncode == 0
@@ -320,6 +301,7 @@ def test_daemon_marks_dead_runs_and_spares_a_rebuilt_partition(
             lambda: [r for r in _cleanups_of(instance, dead.run_id) if r.status.value == "SUCCESS"],
             240,
             "the cleanup of the dead run",
+            every=1.0,
         )
         assert len(cleanups) == 1 and len(_cleanups_of(instance, dead.run_id)) == 1
         assert not layout.shards(cfg).exists() and not layout.tokens(cfg).exists()
@@ -356,6 +338,7 @@ def test_daemon_marks_dead_runs_and_spares_a_rebuilt_partition(
             ],
             120,
             "the cleanup sensor's answer on the dead run",
+            every=1.0,
         )
         assert f"{rebuild_id} rebuilt partition {cfg_other.partition_key}" in ticks[0], ticks
         assert _cleanups_of(instance, stuck.run_id) == [], ticks
@@ -401,7 +384,7 @@ def _reaped_pid() -> int:
     victim = subprocess.Popen(["sleep", "300"])
     victim.kill()
     victim.wait(timeout=10)
-    assert _gone(victim.pid)
+    assert not running(victim.pid)
     return victim.pid
 
 
@@ -410,7 +393,7 @@ def test_judging_run_processes(instance: dg.DagsterInstance) -> None:
     zombie = subprocess.Popen(["sleep", "300"])
     try:
         zombie.kill()  # not reaped: only its zombie is left
-        wait_for(lambda: _gone(zombie.pid), 10, "the zombie", every=0.05)
+        wait_for(lambda: not running(zombie.pid), 10, "the zombie", every=0.05)
         assert Path(f"/proc/{zombie.pid}").exists()
         dead_pid = _reaped_pid()
         alive = _probe_run(instance, sleeper.pid)

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
-import sys
 import tempfile
 import tomllib
 from pathlib import Path
@@ -17,6 +14,7 @@ import pytest
 from fault_support import materializations, runs_of
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from support.corpus import own_instance_env, run_corpus
 
 from corpus_assets.build import driver
 from corpus_assets.core.config import load_config
@@ -168,28 +166,13 @@ def test_bad_config_fails_before_any_stage(
     good = driver.register(example, root, instance)
     before = _snapshot(root)
     fresh = tmp_path / "fresh-root"
-    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "CORPUS_ROOT")}
+    env = own_instance_env()
     for name, config in BAD_CONFIGS.items():
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(config), encoding="utf-8")
         for command in ("build", "register"):
             for where in (root, fresh):
-                done = subprocess.run(
-                    [
-                        sys.executable,
-                        "-m",
-                        "corpus_assets.cli",
-                        command,
-                        str(path),
-                        "--root",
-                        str(where),
-                    ],
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    timeout=120,
-                    check=False,
-                )
+                done = run_corpus(command, path, "--root", where, environ=env, timeout=120)
                 assert done.returncode == 64, (name, command, done.stderr)
                 assert "error:" in done.stderr and "Traceback" not in done.stderr
     assert not fresh.exists(), "a bad config created the data root"

@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -15,7 +14,9 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from fault_support import descendants, materializations, runs_of, step_events, tree
+from fault_support import materializations, runs_of, start_build, step_events, tree
+from support.processes import descendants, stage_pids
+from support.waiting import wait_for
 
 from corpus_assets.core.config import load_config
 from corpus_assets.jobs import BUILD_JOB, CLEANUP_JOB
@@ -54,22 +55,6 @@ def stories(tmp_path: Path) -> Path:
     return config
 
 
-def _stage_pids(root: Path, stage: str) -> list[int]:
-    """Pids of `corpus run --stage STAGE --root ROOT` processes (session leaders)."""
-    needle = f"run\0--stage\0{stage}\0".encode()
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if needle in cmdline and str(root).encode() + b"\0" in cmdline + b"\0":
-            found.append(int(proc.name))
-    return found
-
-
 def _kill_stage(stage: str, on: str = "") -> Trigger:
     """SIGKILL the stage's process group when a build output line contains `on`, or (without
     `on`) as soon as the stage has published a per-shard marker in its staging folder (`[!.]*`:
@@ -80,7 +65,7 @@ def _kill_stage(stage: str, on: str = "") -> Trigger:
             return False
         if not on and not any((root / "work").glob(f"*/{stage}/markers/[!.]*")):
             return False
-        pids = _stage_pids(root, stage)
+        pids = stage_pids(root, stage)
         for pid in pids:
             os.killpg(pid, signal.SIGKILL)
         return bool(pids)
@@ -118,23 +103,7 @@ def _kill_tree(top: int) -> None:
 
 def _build(config: Path, root: Path, triggers: list[Trigger]) -> tuple[int, str]:
     """`corpus build`, firing `triggers` in order on its stderr lines (polled between lines)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "CORPUS_ROOT")}
-    build = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "corpus_assets.cli",
-            "build",
-            "--progress",
-            str(config),
-            "--root",
-            str(root),
-        ],  # --progress: the stages' progress lines, which this test reads
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    build = start_build(config, root)
     assert build.stderr is not None and build.stdout is not None
     pending = list(triggers)
     lines: list[str] = []
@@ -216,7 +185,13 @@ def test_kill_loop_same_result(stories: Path, tmp_path: Path) -> None:
     ):
         code, out = _build(stories, crashes, [trigger])
         assert code == -signal.SIGKILL, out
-        assert _stage_pids(crashes, "shard") == _stage_pids(crashes, "tokenize") == []
+        # a SIGKILLed process is gone once the kernel has torn it down (at once, unless it was
+        # in the middle of disk I/O): every stage process dies, none lives on
+        wait_for(
+            lambda: stage_pids(crashes, "shard") == stage_pids(crashes, "tokenize") == [],
+            30,
+            "the killed build's stage processes to be gone",
+        )
     code, out = _build(stories, crashes, [])
     assert code == 0, out
     assert "fetch: source stories already in raw/" in out

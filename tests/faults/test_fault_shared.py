@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,8 +13,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from dagster_support import variant
-from fault_support import runs_of, tree
+from fault_support import runs_of, start_build, tree
 from support.environment import unavailable
+from support.processes import stage_pids
 
 from corpus_assets.build import driver
 from corpus_assets.core.config import load_config
@@ -26,26 +26,6 @@ from corpus_assets.instance.home import ensure_home
 from corpus_assets.jobs import BUILD_JOB
 
 
-def _start(config: Path, root: Path) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "CORPUS_ROOT")}
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "corpus_assets.cli",
-            "build",
-            "--progress",
-            str(config),
-            "--root",
-            str(root),
-        ],  # --progress: the stages' progress lines, which this test reads
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
 @pytest.mark.timeout(240)
 def test_concurrent_builds_share_raw(example: Path, root: Path) -> None:
     other = variant(example, "other", shards={"target_mb": 0.02})
@@ -53,11 +33,11 @@ def test_concurrent_builds_share_raw(example: Path, root: Path) -> None:
     lock = Layout(root.resolve()).raw_lock(cfg.source_key(cfg.model.sources[0]))
     # Hold the source's lock until both fetch stages are up, so they really race for it.
     with hold(lock, "the test's hold on the raw cache"):
-        builds = [_start(config, root) for config in (example, other)]
+        builds = [start_build(config, root) for config in (example, other)]
         deadline = time.monotonic() + 60
-        while len(_fetch_stages(root)) < 2 and time.monotonic() < deadline:
+        while len(stage_pids(root, "fetch")) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert len(_fetch_stages(root)) == 2, "both fetch stages should be waiting"
+        assert len(stage_pids(root, "fetch")) == 2, "both fetch stages should be waiting"
         time.sleep(0.5)
     outcomes = [b.communicate(timeout=200) for b in builds]
     for build, (out, err) in zip(builds, outcomes, strict=True):
@@ -77,19 +57,6 @@ def test_concurrent_builds_share_raw(example: Path, root: Path) -> None:
     with dg.DagsterInstance.from_config(str(root / "dagster")) as instance:
         runs = runs_of(instance, BUILD_JOB)
         assert sorted(r.status.value for r in runs) == ["SUCCESS", "SUCCESS"]
-
-
-def _fetch_stages(root: Path) -> list[str]:
-    """`corpus run --stage fetch` processes on `root`."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            cmdline = (proc / "cmdline").read_bytes() if proc.name.isdigit() else b""
-        except OSError:
-            continue
-        if b"run\0--stage\0fetch\0" in cmdline and str(root).encode() in cmdline:
-            found.append(proc.name)
-    return found
 
 
 @contextmanager

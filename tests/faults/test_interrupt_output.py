@@ -18,17 +18,16 @@ from pathlib import Path
 
 import pytest
 from dagster_support import WRAPPER
-from fault_support import corpus_config, stage_pids, staged, wait_until
+from fault_support import corpus_config, staged
+from support.corpus import own_instance_env, run_corpus, start_corpus
+from support.processes import stage_pids
+from support.waiting import wait_for
 
 from corpus_assets.core.config import load_config
 from corpus_assets.resources.supervise import supervise
 
 DOCS = 16 * 1024  # sixteen shard tasks of ~1 MB: two workers take seconds over them
 STOPPING = re.compile(r"^\[corpus\] no output for \d+ s; stopping pid (\d+)$")
-
-
-def _corpus(*args: str) -> list[str]:
-    return [sys.executable, "-m", "corpus_assets.cli", *args]
 
 
 def _tracebacks(text: str) -> list[str]:
@@ -46,18 +45,15 @@ def test_ctrl_c_of_a_build_prints_no_traceback(
     config = corpus_config(tmp_path / "configs", f"stop-{sig.name.lower()}", DOCS)
     cfg = load_config(config)
     root = tmp_path / "root"
-    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "CORPUS_ROOT")}
+    env = own_instance_env()
     # --progress: stderr passes on what the run writes meanwhile, as at a terminal
-    build = subprocess.Popen(
-        _corpus("build", "--progress", str(config), "--root", str(root), "--workers", "2"),
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    build = start_corpus(
+        "build", "--progress", config, "--root", root, "--workers", "2",
+        environ=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         start_new_session=True,  # its own process group, as a terminal's foreground job
-    )
+    )  # fmt: skip
     try:
-        wait_until(
+        wait_for(
             lambda: (
                 (staged(root, cfg.hash12, "shard") and stage_pids(root, "shard"))
                 or build.poll() is not None
@@ -95,14 +91,14 @@ def test_heartbeat_stop_of_a_stage_with_pool_workers_prints_no_traceback(tmp_pat
     cfg = load_config(config)
     root = tmp_path / "root"
     where = ["--config", str(config), "--root", str(root)]
-    fetch = subprocess.run(_corpus("run", "--stage", "fetch", *where), capture_output=True)
+    fetch = run_corpus("run", "--stage", "fetch", *where)
     assert fetch.returncode == 0, fetch.stderr
     state = tmp_path / "wrapper"
     argv = [sys.executable, str(WRAPPER), "--state", str(state), "--mode", "hang-task=0", "--"]
     argv += ["run", "--stage", "shard", *where, "--workers", "2"]
     lines: list[str] = []
 
-    outcome = supervise(argv, dict(os.environ), 6.0, 20.0, lines.append)
+    outcome = supervise(argv, dict(os.environ), 6.0, 60.0, lines.append)  # 60 s: a loaded CI
 
     assert outcome.timed_out, lines
     stopping = STOPPING.match(lines[0])

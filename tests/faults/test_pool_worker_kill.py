@@ -15,14 +15,16 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from fault_support import corpus_config, descendants, staged, tree, wait_until
+from fault_support import corpus_config, staged, tree
+from support.corpus import start_corpus
+from support.processes import descendants
+from support.waiting import wait_for
 
 from corpus_assets.core.config import load_config
 from corpus_assets.core.errors import EXIT_TRANSIENT
@@ -63,7 +65,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory, corpus: CorpusRunner) ->
 def test_killed_worker_is_replaced(stage: str, reference: Reference, tmp_path: Path) -> None:
     root = _root_for(stage, reference, tmp_path)
     process = _start(stage, reference.config, root)
-    wait_until(
+    wait_for(
         lambda: staged(root, reference.hash12, stage) or process.poll() is not None,
         120,
         f"a {stage} task to finish",
@@ -129,8 +131,8 @@ def _run_args(stage: str, config: Path, root: Path) -> list[str]:
 
 
 def _start(stage: str, config: Path, root: Path) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "corpus_assets.cli", *_run_args(stage, config, root)]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    args = _run_args(stage, config, root)
+    return start_corpus(*args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def _pool_workers(pid: int) -> list[int]:

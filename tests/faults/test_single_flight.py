@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fault_support import tree, wait_until
+from fault_support import tree
+from support.corpus import run_corpus, start_corpus
+from support.waiting import wait_for
 
 from corpus_assets.core.config import load_config
 from corpus_assets.core.store.layout import Layout
@@ -54,7 +56,7 @@ class Build:
             corpus_ok("run", "--stage", "fetch", "--config", self.config, "--root", root)
         holder = start(folder, name, *self.shard_args(root))
         lock = self.lock(root, "shard")
-        wait_until(lambda: (h := read_holder(lock)) and h.pid == holder.proc.pid, 60, "the lock")
+        wait_for(lambda: (h := read_holder(lock)) and h.pid == holder.proc.pid, 60, "the lock")
         return holder
 
     def shard_args(self, root: Path) -> tuple[str | Path | int, ...]:
@@ -75,7 +77,7 @@ class Build:
 class Started:
     """A `corpus` process started in its own process group, stdout and stderr to files."""
 
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[str]
     out: Path
     err: Path
 
@@ -91,26 +93,14 @@ def start(folder: Path, name: str, *args: str | Path | int) -> Started:
     folder.mkdir(parents=True, exist_ok=True)
     out, err = folder / f"{name}.out", folder / f"{name}.err"
     with open(out, "wb") as o, open(err, "wb") as e:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "corpus_assets.cli", *map(str, args)],
-            stdout=o,
-            stderr=e,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
+        proc = start_corpus(
+            *args, stdout=o, stderr=e, stdin=subprocess.DEVNULL, start_new_session=True
         )
     return Started(proc, out, err)
 
 
 def corpus_ok(*args: str | Path) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "corpus_assets.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    return run_corpus(*args, check=True).stdout
 
 
 @pytest.fixture(scope="module")
@@ -190,11 +180,11 @@ def test_a_killed_holder_is_taken_over_by_one_waiter_and_reused_by_the_other(
     root = tmp_path / "root"
     holder = build.start_holding(tmp_path, "holder", root)
     tasks = root / "work" / build.hash12 / "shard" / "tasks"
-    wait_until(lambda: tasks.is_dir() and any(tasks.glob("*.done")), 60, "a finished task")
+    wait_for(lambda: tasks.is_dir() and any(tasks.glob("*.done")), 60, "a finished task")
     os.killpg(holder.proc.pid, signal.SIGSTOP)  # mid-phase-1, however fast the machine is
     waiters = [start(tmp_path, f"w{i}", *build.shard_args(root)) for i in range(2)]
     for w in waiters:
-        wait_until(lambda w=w: "waiting for the shard stage" in w.stderr(), 120, "a waiter")
+        wait_for(lambda w=w: "waiting for the shard stage" in w.stderr(), 120, "a waiter")
     os.killpg(holder.proc.pid, signal.SIGKILL)
     assert holder.proc.wait(timeout=30) == -signal.SIGKILL
     done = [w.finish() for w in waiters]
@@ -222,7 +212,7 @@ def test_a_cleanup_waits_for_a_live_build_and_keeps_what_it_published(
         "cleanup",
         *("cleanup", "--config", build.config, "--root", root, "--keep-newer-than", decided),
     )
-    wait_until(lambda: "waiting for the shard stage" in cleanup.stderr(), 120, "the cleanup waits")
+    wait_for(lambda: "waiting for the shard stage" in cleanup.stderr(), 120, "the cleanup waits")
     assert not (Layout(root).shards(load_config(build.config)) / "_MANIFEST.json").exists()
     os.killpg(live.proc.pid, signal.SIGCONT)
     assert live.finish()[0] == 0
@@ -266,7 +256,7 @@ def test_a_backfill_of_a_partition_that_corpus_build_is_building_waits_in_the_qu
         cli = daemon.corpus("build", str(build.config))
         tags = {"dagster/partition": key}
         with daemon.instance() as instance:
-            first = wait_until(
+            first = wait_for(
                 lambda: instance.get_runs(
                     dg.RunsFilter(tags=tags, statuses=[dg.DagsterRunStatus.STARTED])
                 ),
@@ -288,7 +278,7 @@ def test_a_backfill_of_a_partition_that_corpus_build_is_building_waits_in_the_qu
             others = [r for r in records if r.dagster_run.run_id != first.run_id]
             return others[0] if others and others[0].dagster_run.is_finished else None
 
-        second = wait_until(second_run_over, 600, "the backfill's run to finish")
+        second = wait_for(second_run_over, 600, "the backfill's run to finish")
         with daemon.instance() as instance:
             before = instance.get_run_record_by_id(first.run_id)
             assert before is not None and before.end_time is not None

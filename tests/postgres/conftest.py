@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dagster"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 from pg_support import PgServer, database, pg_bin, running_server
 from support.environment import unavailable
 

@@ -11,13 +11,14 @@ import contextlib
 import os
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from support.servers import free_port
 
 SUPERUSER = "postgres"
 OS_USER = "postgres"  # who runs the server when the tests run as root
@@ -64,13 +65,6 @@ class PgServer:
 
 def _as_server_user(argv: list[str]) -> list[str]:
     return ["runuser", "-u", OS_USER, "--", *argv] if os.geteuid() == 0 else argv
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 from dagster_support import copy_example
-from pg_support import PgServer, free_port
+from pg_support import PgServer
+from support.dagster import no_sqlite_instance
+from support.servers import free_port
 
 from corpus_assets.core.config import load_config
 from corpus_assets.core.stages.verify import verify_path
@@ -21,12 +23,6 @@ DB_OF = "select current_database()"
 
 def _database(url: str) -> str:
     return url.rsplit("/", 1)[1]
-
-
-def _no_sqlite_instance(root: Path) -> None:
-    """Nothing of a SQLite instance under the root: no `dagster/` home, no *.db file."""
-    assert not (root / "dagster").exists()
-    assert not list(root.rglob("*.db")), list(root.rglob("*.db"))
 
 
 @pytest.mark.timeout(300)
@@ -61,7 +57,7 @@ def test_build_of_the_example_stores_its_runs_in_postgres(
     home = root / "dagster-postgres"
     assert "postgres_url" in (home / "dagster.yaml").read_text()
     assert list((home / "storage" / run_id / "compute_logs").glob("*.err")), "compute logs on disk"
-    _no_sqlite_instance(root)
+    no_sqlite_instance(root)
 
     # The URL from the environment instead: the same instance, every stage a no-op.
     again = corpus("build", example, "--root", root, env={"CORPUS_DAGSTER_PG_URL": pg_url})
@@ -72,7 +68,7 @@ def test_build_of_the_example_stores_its_runs_in_postgres(
     assert set(json.loads(checked.stdout)["checks"].values()) == {"passed"}
     jobs = pg_server.query(db, "select pipeline_name, status from runs order by id")
     assert jobs == [("corpus_build", "SUCCESS")] * 2 + [("corpus_recheck", "SUCCESS")]
-    _no_sqlite_instance(root)
+    no_sqlite_instance(root)
 
 
 @pytest.mark.parametrize(

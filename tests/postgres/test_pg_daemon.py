@@ -6,11 +6,8 @@ sensor's cleanup and the backfill are rows of the database, and no SQLite file i
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -18,10 +15,11 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster_support import REPO, WRAPPER, copy_example, variant
-from e2e_support import STARTUP_TIMEOUT, DagsterDev, free_port, ready, sensors_ticked, wait_for
+from dagster_support import WRAPPER, copy_example, variant
 from pg_support import PgServer, database
+from support.dagster import DagsterDev, no_sqlite_instance, running_ui
 from support.sensors import ticks_after
+from support.waiting import wait_for
 
 from corpus_assets.core.config import load_config
 from corpus_assets.core.stages.verify import verify_path
@@ -29,7 +27,6 @@ from corpus_assets.core.store.layout import Layout
 from corpus_assets.instance.postgres import PG_URL_ENV
 from corpus_assets.sensors.cleanup import CLEANUP_OF_TAG, FAILURE_SENSOR
 
-DAGSTER = str(Path(sys.executable).with_name("dagster"))
 DB = "corpus_daemon"
 
 
@@ -39,61 +36,12 @@ def pg_dev(pg_server: PgServer, tmp_path_factory: pytest.TempPathFactory) -> Ite
     base = tmp_path_factory.mktemp("pg-e2e")
     root = base / "data"
     example = copy_example(base / "configs")
-    port = free_port()
-    log = base / "dagster-dev.log"
     with database(pg_server, DB) as url, pytest.MonkeyPatch.context() as patch:
         patch.setenv(PG_URL_ENV, url)  # this process reads the instance's dagster.yaml too
         env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
-        argv = [sys.executable, "-m", "corpus_assets.cli", "ui", "--root", str(root)]
-        argv += ["--port", str(port), "--instance", url]
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(
-                argv, env=env, cwd=base, stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )  # fmt: skip
         home = root / "dagster-postgres"
-        server = DagsterDev(
-            root, home, f"http://127.0.0.1:{port}", {**env, "DAGSTER_HOME": str(home)}, example, log
-        )
-        try:
-            wait_for(lambda: ready(server.url) or proc.poll() is not None, STARTUP_TIMEOUT, "UI")
-            assert proc.poll() is None, log.read_text()[-5000:]
-            with server.instance() as instance:
-                wait_for(
-                    lambda: sensors_ticked(
-                        instance, {"corpus_cleanup_on_failure", "corpus_cleanup_on_cancel"}
-                    ),
-                    STARTUP_TIMEOUT,
-                    "the daemon's first sensor ticks",
-                )
+        with running_ui(base, root, home, env, example, "--instance", url) as server:
             yield server
-        finally:
-            _stop(proc)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGINT the `dagster dev` group, then SIGKILL whatever is left."""
-    for sig, grace in ((signal.SIGINT, 20.0), (signal.SIGKILL, 10.0)):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=grace)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
-def _dagster(dev: DagsterDev, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [DAGSTER, *args], env=dev.env, cwd=cwd, capture_output=True, text=True, timeout=300
-    )
-
-
-def _no_sqlite_instance(root: Path) -> None:
-    assert not (root / "dagster").exists()
-    assert not list(root.rglob("*.db")), list(root.rglob("*.db"))
 
 
 @pytest.mark.timeout(600)
@@ -111,9 +59,9 @@ def test_failed_run_is_cleaned_up_by_the_sensor(
     run_config.write_text(
         json.dumps({"resources": {"stage_runner": {"config": {"command": command}}}})
     )
-    done = _dagster(
-        pg_dev, tmp_path, "job", "execute", "-m", "corpus_assets.definitions", "-j",
-        "corpus_build", "--tags", json.dumps({"dagster/partition": key}), "-c", str(run_config),
+    done = pg_dev.dagster(
+        "job", "execute", "-m", "corpus_assets.definitions", "-j", "corpus_build",
+        "--tags", json.dumps({"dagster/partition": key}), "-c", str(run_config), cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode != 0, "the blocking check should fail the run"
     assert layout.shards(cfg).exists()
@@ -141,21 +89,19 @@ def test_failed_run_is_cleaned_up_by_the_sensor(
     with pg_dev.instance() as instance:
         ended = time.time()  # the cleanup run was seen SUCCESS: it ended before this
         # two ticks of the failure sensor that began after the cleanup ended: still one cleanup
-        wait_for(lambda: len(ticks_after(instance, FAILURE_SENSOR, ended)) >= 2, 120, "2 ticks")
+        wait_for(
+            lambda: len(ticks_after(instance, FAILURE_SENSOR, ended)) >= 2, 120, "2 ticks", 1.0
+        )
         assert cleanups() == [("SUCCESS", FAILURE_SENSOR, "corpus_cleanup")]
         assert key not in instance.get_materialized_partitions(dg.AssetKey("shards"))
-    _no_sqlite_instance(pg_dev.root)
+    no_sqlite_instance(pg_dev.root)
 
 
 @pytest.mark.timeout(900)
 def test_backfill_of_two_partitions(pg_dev: DagsterDev, pg_server: PgServer) -> None:
     """`dagster job backfill` of two registered configs: the daemon runs both to SUCCESS."""
     keys = [pg_dev.register(variant(pg_dev.example, f"pg-{v}", version=v)) for v in ("p1", "p2")]
-    done = _dagster(
-        pg_dev, REPO, "job", "backfill", "-w", str(REPO / "workspace.yaml"), "-j", "corpus_build",
-        "--partitions", ",".join(keys), "--noprompt",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
+    pg_dev.backfill("corpus_build", keys)
 
     def finished() -> list[tuple[str, str, str]]:
         rows = pg_server.query(
@@ -177,4 +123,4 @@ def test_backfill_of_two_partitions(pg_dev: DagsterDev, pg_server: PgServer) -> 
         assert set(keys) <= instance.get_materialized_partitions(dg.AssetKey("tokens"))
     manifests = sorted(pg_dev.root.glob("tokens/bytes/tiny-stories/p*/*/_MANIFEST.json"))
     assert len(manifests) == 2 and all(verify_path(m) == [] for m in manifests)
-    _no_sqlite_instance(pg_dev.root)
+    no_sqlite_instance(pg_dev.root)

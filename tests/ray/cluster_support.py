@@ -13,12 +13,14 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from support.processes import descendants
+from support.servers import free_port
 
 RAY = str(Path(sys.executable).with_name("ray"))
 START_TIMEOUT_S = 120.0
@@ -31,36 +33,12 @@ def can_unshare_mounts() -> bool:
         return False
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _descendants(pids: set[int]) -> set[int]:
-    parents: dict[int, int] = {}
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                stat = (proc / "stat").read_text()
-            except OSError:
-                continue
-            parents[int(proc.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found = set(pids)
-    grew = True
-    while grew:
-        more = {pid for pid, parent in parents.items() if parent in found} - found
-        found |= more
-        grew = bool(more)
-    return found
-
-
 class LocalCluster:
     """A head of `cpus` CPUs at `address`; `add_blind_node(root)` adds a node blind to root."""
 
     def __init__(self, env: dict[str, str], cpus: int) -> None:
         self.env = env
-        self.port = _free_port()
+        self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.temps: list[Path] = []
         self.procs: list[subprocess.Popen[bytes]] = []
@@ -118,7 +96,8 @@ class LocalCluster:
         raise AssertionError(f"the test's Ray cluster did not reach {n} nodes")
 
     def stop(self) -> None:
-        pids = _descendants({p.pid for p in self.procs})
+        pids = {p.pid for p in self.procs}
+        pids |= {d for p in self.procs for d in descendants(p.pid)}
         for proc in self.procs:
             _signal_group(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + 10

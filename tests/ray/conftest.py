@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ray_support import REPO
+from support.corpus import make_bench_corpus
 from support.environment import in_ci, unavailable
 
 # Without the [ray] extra these tests are not collected (Ray is not imported here: a stage
 # imports it itself, after setting its environment), except under CI, where each fails.
 RAY_MISSING = importlib.util.find_spec("ray") is None
 collect_ignore_glob = ["test_*.py"] if RAY_MISSING and not in_ci() else []
-MAKE_CORPUS = REPO / "bench" / "make_corpus.py"
 
 
 @pytest.fixture(autouse=True)
@@ -29,13 +26,7 @@ def _ray_installed() -> None:
 
 @pytest.fixture(scope="session")
 def bench_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("ray-bench") / "corpus"
-    subprocess.run(
-        [sys.executable, str(MAKE_CORPUS), "--out", str(out), "--mb", "3"],
-        check=True,
-        capture_output=True,
-    )
-    return out
+    return make_bench_corpus(tmp_path_factory.mktemp("ray-bench") / "corpus", 3)
 
 
 @pytest.fixture

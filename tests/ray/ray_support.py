@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
+
+from support.corpus import run_corpus
 
 REPO = Path(__file__).resolve().parents[2]
 GPT2 = REPO / "data" / "tokenizers" / "gpt2" / "tokenizer.json"
@@ -44,16 +45,8 @@ def write_config(folder: Path, data: Path) -> Path:
 
 
 def corpus(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "corpus_assets.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(f"corpus {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}")
-    return proc
+    """`corpus ARGS...` in the stage environment `env`; with `check`, it must exit 0."""
+    return run_corpus(*args, environ=env, check=check)
 
 
 def build(env: dict[str, str], cfg: Path, root: Path, *extra: str) -> list[str]:

@@ -6,28 +6,21 @@ folder; the `home` fixture checks HOME is still empty afterwards (no ~/.ray/auth
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from ray_support import build, corpus, outputs, ray_env, write_config
+from support.corpus import start_corpus
+from support.processes import descendants, processes, running
+from support.waiting import wait_for
 
 
 def _processes_mentioning(text: str) -> list[int]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if proc.name.isdigit() and text in (proc / "cmdline").read_text(errors="replace"):
-                found.append(int(proc.name))
-        except OSError:
-            continue
-    return found
+    return [p.pid for p in processes() if text.encode() in p.cmdline]
 
 
 def test_ray_outputs_match_the_local_pool_for_1_and_2_workers(
@@ -54,51 +47,20 @@ def test_ray_outputs_match_the_local_pool_for_1_and_2_workers(
     assert _processes_mentioning(str(tmpdir)) == []
 
 
-def _ancestors(pid: int) -> set[int]:
-    seen: set[int] = set()
-    while pid > 1 and pid not in seen:
-        seen.add(pid)
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            break
-        pid = int(stat.rsplit(")", 1)[1].split()[1])
-    return seen
-
-
 def _busy_worker(stage_pid: int, title: str) -> int | None:
     """A Ray worker under the stage process that is running a task named `title` right now."""
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if cmdline.startswith(f"ray::{title}".encode()) and stage_pid in _ancestors(int(proc.name)):
-            return int(proc.name)
+    under = set(descendants(stage_pid))
+    for proc in processes():
+        if proc.cmdline.startswith(f"ray::{title}".encode()) and proc.pid in under:
+            return proc.pid
     return None
-
-
-def _gone(pid: int) -> bool:
-    """The process no longer runs (reaped, or a zombie)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 def _run_killing_a_worker(
     env: dict[str, str], argv: list[str], title: str
 ) -> tuple[int | None, subprocess.CompletedProcess[str]]:
     """Run `corpus ARGV`; SIGKILL the first Ray worker seen running task `title`."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "corpus_assets.cli", *argv],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_corpus(*argv, environ=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     killed = None
     deadline = time.monotonic() + 240
     while proc.poll() is None and killed is None and time.monotonic() < deadline:
@@ -106,17 +68,10 @@ def _run_killing_a_worker(
         if pid is not None:
             os.kill(pid, signal.SIGKILL)
             killed = pid
-            wait_for(functools.partial(_gone, pid), 10)
+            wait_for(lambda p=pid: not running(p), 10, f"worker {pid} to die")
         time.sleep(0.002)
     out, err = proc.communicate(timeout=240)
     return killed, subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-
-def wait_for(ready: Callable[[], bool], limit: float) -> None:
-    deadline = time.monotonic() + limit
-    while not ready():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 def test_a_killed_ray_worker_is_retried_and_the_bytes_do_not_change(
@@ -131,7 +86,7 @@ def test_a_killed_ray_worker_is_retried_and_the_bytes_do_not_change(
     for stage, title in (("shard", "run_task"), ("tokenize", "ray_task")):
         killed, run = _run_killing_a_worker(env, ["run", "--stage", stage, *common], title)
         assert killed is not None, f"no Ray worker was caught running {title}: {run.stderr}"
-        assert _gone(killed)
+        assert not running(killed)
         assert run.returncode == 0, run.stderr
         # Ray saw that very worker die in the middle of a task and ran the task again
         assert f"Worker PID: {killed} " in run.stderr, run.stderr
@@ -150,26 +105,13 @@ def test_a_stage_killed_on_the_local_pool_resumes_on_ray(
     build(env, cfg, local, "--workers", "2")
     common = ["--config", str(cfg), "--root", str(root)]
     corpus(env, "run", "--stage", "fetch", *common)
-    proc = subprocess.Popen(
+    proc = start_corpus(
         # one worker: tasks run one after another in the stage process, the kill lands between
-        [
-            sys.executable,
-            "-m",
-            "corpus_assets.cli",
-            "run",
-            "--stage",
-            "shard",
-            *common,
-            "--workers",
-            "1",
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+        "run", "--stage", "shard", *common, "--workers", "1",
+        environ=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
     done = lambda: len(list(root.glob("work/*/shard/tasks/*.done")))  # noqa: E731
-    wait_for(lambda: done() >= 1 or proc.poll() is not None, 120)
+    wait_for(lambda: done() >= 1 or proc.poll() is not None, 120, "a finished shard task")
     os.killpg(proc.pid, signal.SIGKILL)
     assert proc.wait() == -signal.SIGKILL, "the local stage finished before the kill"
     finished = done()
@@ -190,17 +132,14 @@ def test_a_ray_stage_killed_outright_takes_its_local_ray_along_and_resumes(
     common = ["--config", str(cfg), "--root", str(root)]
     corpus(env, "run", "--stage", "fetch", *common)
     argv = ["run", "--stage", "shard", *common, "--backend", "ray", "--workers", "2"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "corpus_assets.cli", *argv],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    wait_for(lambda: _busy_worker(proc.pid, "run_task") is not None, 120)
+    proc = start_corpus(*argv, environ=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(lambda: _busy_worker(proc.pid, "run_task") is not None, 120, "a busy Ray worker")
     assert _processes_mentioning(str(short_tmp)), "the stage's local Ray is running"
     proc.kill()  # the stage process alone, as a SIGKILL from outside would
     assert proc.wait() == -signal.SIGKILL
-    wait_for(lambda: not _processes_mentioning(str(short_tmp)), 30)  # Ray went with it
+    wait_for(
+        lambda: not _processes_mentioning(str(short_tmp)), 30, "Ray to end"
+    )  # Ray went with it
     left = short_tmp / f"corpus-ray-{proc.pid}"
     assert (left / "session_latest").is_symlink(), "the killed stage's Ray folder stayed behind"
     run = corpus(env, *argv)

@@ -6,24 +6,23 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from ray_support import build, corpus, outputs, ray_env, write_config
+from support.corpus import start_corpus
 
 TRIALS = 2
 
 
 def _three(env: dict[str, str], *args: str) -> list[subprocess.CompletedProcess[str]]:
-    argv = [sys.executable, "-m", "corpus_assets.cli", *args]
     procs = [
-        subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        start_corpus(*args, environ=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for _ in range(3)
     ]
     done = []
     for proc in procs:
         out, err = proc.communicate(timeout=300)
-        done.append(subprocess.CompletedProcess(argv, proc.returncode, out, err))
+        done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
     return done
 
 

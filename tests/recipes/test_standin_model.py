@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 from collections import Counter
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from support.values import standin_model
 
 from corpus_assets.recipes.arith_families import STREAMS
 from corpus_assets.recipes.arithmetic import ArithmeticRecipe, create_recipe
@@ -17,17 +17,11 @@ from corpus_assets.recipes.arithmetic_calibration import recorded_responses
 from corpus_assets.tasks.calibration import CalibrationContext
 from corpus_assets.tasks.types import DataSample, GenerateContext, PublicTask
 
-SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "tasks" / "standin_model.py"
-
 
 @pytest.fixture(scope="module")
 def standin() -> ModuleType:
     """The script loaded as a module."""
-    spec = importlib.util.spec_from_file_location("standin_model", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return standin_model()
 
 
 def samples(recipe: ArithmeticRecipe, batches: int, seed: int = 4) -> list[list[DataSample]]:

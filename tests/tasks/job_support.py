@@ -11,13 +11,13 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from support.corpus import run_corpus, start_corpus
 from support.processes import live_in_group
+from support.waiting import wait_for
 
 from corpus_assets.recipes.arithmetic import create_recipe as create_arithmetic
 from corpus_assets.tasks.types import GenerateContext
@@ -31,7 +31,7 @@ CANDIDATES = 64  # per batch
 TARGET = 100  # two batches: the first 64 candidates cannot fill it
 BATCH_SIZE = 8
 WAIT_S = 120.0
-STARTED: list[subprocess.Popen[str]] = []  # every job start_job began, for stop_leftovers
+STARTED: list[subprocess.Popen[str]] = []  # every job started in a session, for stop_leftovers
 
 
 def job_config(
@@ -73,10 +73,9 @@ def job_env(log: Path, pause: str | None = None, gate: Path | None = None) -> di
     return env
 
 
-def command(config: Path, output: Path, resume: bool) -> list[str]:
-    """`corpus tasks --config CONFIG --output OUTPUT [--resume]`."""
-    args = [sys.executable, "-m", "corpus_assets.cli", "tasks"]
-    args += ["--config", str(config), "--output", str(output)]
+def tasks_args(config: Path, output: Path, resume: bool = False) -> list[str]:
+    """The arguments of `corpus tasks --config CONFIG --output OUTPUT [--resume]`."""
+    args = ["tasks", "--config", str(config), "--output", str(output)]
     return args + (["--resume"] if resume else [])
 
 
@@ -84,14 +83,7 @@ def run_job(
     config: Path, output: Path, env: dict[str, str], resume: bool = False
 ) -> subprocess.CompletedProcess[str]:
     """Run a job to its end; never raises on a non-zero exit."""
-    return subprocess.run(
-        command(config, output, resume),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run_corpus(*tasks_args(config, output, resume), environ=env)
 
 
 def start_job(
@@ -99,20 +91,16 @@ def start_job(
 ) -> subprocess.Popen[str]:
     """Start a job in its own session (so its whole process group can be killed)."""
     with open(stderr, "w", encoding="utf-8") as err:
-        proc = subprocess.Popen(
-            command(config, output, resume),
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-            start_new_session=True,
-        )
+        proc = start_corpus(
+            *tasks_args(config, output, resume),
+            environ=env, stdout=subprocess.PIPE, stderr=err, start_new_session=True,
+        )  # fmt: skip
     STARTED.append(proc)
     return proc
 
 
 def stop_leftovers() -> None:
-    """SIGKILL the group of every job started here that is still running (a failed test's)."""
+    """SIGKILL the group of every job in STARTED that is still running (a failed test's)."""
     while STARTED:
         proc = STARTED.pop()
         if proc.poll() is None:
@@ -122,26 +110,22 @@ def stop_leftovers() -> None:
 
 def wait_for_pause(log: Path, proc: subprocess.Popen[str]) -> None:
     """Wait until the recipe logs `pause ...` (fail if the job ends first)."""
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        if any(line.startswith("pause ") for line in read_log(log)):
-            return
-        if proc.poll() is not None:
-            raise AssertionError(f"the job ended (exit {proc.returncode}) before pausing")
-        time.sleep(0.02)
-    raise AssertionError(f"the job never paused (log {log})")
+    wait_for(
+        lambda: any(line.startswith("pause ") for line in read_log(log)),
+        WAIT_S,
+        f"a pause in {log}",
+        watch=[proc],
+    )
 
 
 def wait_for_text(path: Path, text: str, proc: subprocess.Popen[str]) -> None:
     """Wait until the file at `path` (a job's stderr) contains `text`."""
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        if path.exists() and text in path.read_text(encoding="utf-8"):
-            return
-        if proc.poll() is not None:
-            raise AssertionError(f"the job ended (exit {proc.returncode}) before saying {text!r}")
-        time.sleep(0.02)
-    raise AssertionError(f"the job never said {text!r} in {path}")
+    wait_for(
+        lambda: path.exists() and text in path.read_text(encoding="utf-8"),
+        WAIT_S,
+        f"{text!r} in {path}",
+        watch=[proc],
+    )
 
 
 def kill_group(proc: subprocess.Popen[str]) -> None:
@@ -149,18 +133,12 @@ def kill_group(proc: subprocess.Popen[str]) -> None:
     os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=WAIT_S)
     assert proc.returncode == -signal.SIGKILL, proc.returncode
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:  # spawned workers are reparented, not reaped by us
-        alive = living_members(proc.pid)
-        if not alive:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"process group {proc.pid} still has live members {alive} after SIGKILL")
-
-
-def living_members(group: int) -> list[int]:
-    """Pids of the processes of process group `group` that are not zombies (from /proc)."""
-    return live_in_group(group)
+    # spawned workers are reparented, not reaped by us
+    wait_for(
+        lambda: not live_in_group(proc.pid),
+        WAIT_S,
+        f"no live member of process group {proc.pid} after SIGKILL",
+    )
 
 
 def read_log(log: Path) -> list[str]:

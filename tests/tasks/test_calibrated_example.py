@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.corpus import run_corpus
 
 from corpus_assets.recipes.arithmetic import create_recipe
 from corpus_assets.tasks.snapshot import load_snapshot
@@ -39,7 +40,9 @@ def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
 
 
 def corpus_tasks(config: Path, output: Path) -> dict[str, Any]:
-    out = run("-m", "corpus_assets.cli", "tasks", "--config", str(config), "--output", str(output))
+    out = run_corpus(
+        "tasks", "--config", config, "--output", output, environ=ENV, timeout=600, check=True
+    )
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
@@ -167,15 +170,10 @@ def test_a_resume_after_a_report_changed_is_refused_naming_the_report(tmp_path: 
     corpus_tasks(config, tmp_path / "job")
     report = tmp_path / "reports" / "batch-0-repeat-1.json"
     report.write_text(report.read_text().replace("standin-b0-r1", "another-trial"))
-    args = ["-m", "corpus_assets.cli", "tasks", "--config", str(config)]
-    args += ["--output", str(tmp_path / "job"), "--resume"]
-    out = subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, env=ENV, timeout=600
-    )
+    args = ["tasks", "--config", str(config), "--output", str(tmp_path / "job"), "--resume"]
+    out = run_corpus(*args, environ=ENV, timeout=600)
     assert out.returncode == 65, out.stderr
     assert "calibration file 'reports/batch-0-repeat-1.json' changed" in out.stderr
     (tmp_path / "reports" / "batch-0-repeat-0.json").unlink()
-    out = subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, env=ENV, timeout=600
-    )
+    out = run_corpus(*args, environ=ENV, timeout=600)
     assert out.returncode == 65 and "batch-0-repeat-0.json not found" in out.stderr

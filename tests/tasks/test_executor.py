@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from job_support import IMPORT_PATH, job_state, living_members, start_job
+from job_support import IMPORT_PATH, job_state, start_job
+from support.corpus import run_corpus
+from support.processes import live_in_group
 
 from corpus_assets.core.errors import ConfigError, DataError, TransientError
 from corpus_assets.tasks.config import load_job_config
@@ -69,16 +71,7 @@ def run_job(config: Path, output: Path, resume: bool = False) -> Any:
 
 
 def corpus(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = os.environ | {"PYTHONPATH": IMPORT_PATH}
-    return subprocess.run(
-        [sys.executable, "-m", "corpus_assets.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=300,
-        check=False,
-    )
+    return run_corpus(*args, cwd=cwd, env={"PYTHONPATH": IMPORT_PATH})
 
 
 # -- the example job, as a new user runs it ------------------------------------------------
@@ -507,16 +500,16 @@ def test_worker_processes_exit_when_the_coordinator_is_killed(tmp_path: Path) ->
     """SIGKILL of `corpus tasks` alone: its spawned producer and workers must not linger."""
     proc, _ = _start_big_job(tmp_path, "  backend: process\n  max_workers: 2\n")
     try:
-        workers = [pid for pid in living_members(proc.pid) if pid != proc.pid]
+        workers = [pid for pid in live_in_group(proc.pid) if pid != proc.pid]
         assert len(workers) >= 3  # two pool workers and the producer (and a resource tracker)
         proc.send_signal(signal.SIGKILL)  # the coordinator only, not its group
         assert proc.wait(30) == -signal.SIGKILL
         deadline = time.monotonic() + 30
-        while living_members(proc.pid) and time.monotonic() < deadline:
+        while live_in_group(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not living_members(proc.pid)
+        assert not live_in_group(proc.pid)
     finally:
-        if living_members(proc.pid):
+        if live_in_group(proc.pid):
             os.killpg(proc.pid, signal.SIGKILL)
 
 

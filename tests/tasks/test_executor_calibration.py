@@ -10,13 +10,11 @@ import asyncio
 import json
 import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from job_support import IMPORT_PATH, kill_group, start_job, stop_leftovers, wait_for_text
+from job_support import IMPORT_PATH, kill_group, run_job, start_job, wait_for_text
 
 from corpus_assets.core.errors import DataError
 from corpus_assets.tasks.calibration import CalibrationError
@@ -27,12 +25,6 @@ from corpus_assets.tasks.snapshot import load_snapshot
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 ENV = os.environ | {"PYTHONPATH": IMPORT_PATH, "HF_HUB_OFFLINE": "1"}
-
-
-@pytest.fixture(autouse=True)
-def _no_leftover_jobs() -> Any:
-    yield
-    stop_leftovers()
 
 
 def samples(count: int, secret: bool = False) -> list[dict[str, Any]]:
@@ -78,14 +70,6 @@ def calibration(repeats: int = 2, **params: Any) -> dict[str, Any]:
 
 def run(config: Path, output: Path, resume: bool = False) -> Any:
     return asyncio.run(DataJob(load_job_config(config), output, resume).run())
-
-
-def corpus_tasks(
-    config: Path, output: Path, resume: bool = False
-) -> subprocess.CompletedProcess[str]:
-    args = [sys.executable, "-m", "corpus_assets.cli", "tasks", "--config", str(config)]
-    args += ["--output", str(output)] + (["--resume"] if resume else [])
-    return subprocess.run(args, capture_output=True, text=True, env=ENV, timeout=300, check=False)
 
 
 def log_calls(log: Path) -> list[dict[str, Any]]:
@@ -183,7 +167,7 @@ def test_the_calibrator_never_sees_a_reference_and_cannot_change_a_candidate(
 )
 def test_every_pair_must_come_back_exactly_once(tmp_path: Path, broken: str, message: str) -> None:
     config = write_job(tmp_path, [samples(3)], calibration(broken=broken))
-    out = corpus_tasks(config, tmp_path / "out")
+    out = run_job(config, tmp_path / "out", ENV)
     assert out.returncode == 65, out.stderr
     assert message in out.stderr
     job = json.loads((tmp_path / "out" / "job.json").read_text())
@@ -202,7 +186,7 @@ def test_a_grading_failure_regrades_from_the_stored_responses_without_calling_ag
         execution={"batch_size": 2},
         score_fail=fail,
     )
-    out = corpus_tasks(config, tmp_path / "out")
+    out = run_job(config, tmp_path / "out", ENV)
     assert out.returncode == 1 and "scripted ValueError" in out.stderr
     assert len(log_calls(log)) == 4  # every call answered and committed before grading
     db = sqlite3.connect(tmp_path / "out" / "work" / "checkpoints.sqlite3")
@@ -268,7 +252,7 @@ def test_killed_during_calibration_the_job_resumes_without_repeating_a_completed
     assert db.execute("SELECT COUNT(*) FROM calls").fetchone()[0] == 3
     db.close()
     gate.touch()
-    out = corpus_tasks(config, tmp_path / "out", resume=True)
+    out = run_job(config, tmp_path / "out", ENV, resume=True)
     assert out.returncode == 0, out.stderr
     after = log_calls(log)[len(before) :]
     assert [c["task_ids"] for c in after] == [["t06", "t07"], ["t08", "t09"], ["t10", "t11"]]

@@ -12,8 +12,6 @@ import fcntl
 import os
 import signal
 import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,20 +27,14 @@ from job_support import (
     read_log,
     run_job,
     start_job,
-    stop_leftovers,
     wait_for_pause,
 )
+from support.processes import process
+from support.waiting import wait_for
 
 from corpus_assets.tasks.run import run_data_job
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(autouse=True)
-def no_leftover_jobs() -> Iterator[None]:
-    """A failed test leaves no paused job behind."""
-    yield
-    stop_leftovers()
 
 
 def lock_is_free(output: Path) -> bool:
@@ -125,27 +117,17 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     }
 
 
-def stat_fields(pid: int) -> list[str] | None:
-    """/proc/PID/stat after the command name (state, ppid, ...), None once the pid is gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
 def kill_a_paused_worker(log: Path, job: int) -> int:
     """SIGKILL one worker process that logged a pause; check it was the job's live child and that
     it is gone afterwards; its pid."""
     pid = int(calls(read_log(log), "paused-pid")[0])
-    fields = stat_fields(pid)
-    assert fields is not None and fields[0] != "Z", fields  # alive
-    assert int(fields[1]) == job  # a worker the job spawned
-    assert "multiprocessing" in Path(f"/proc/{pid}/cmdline").read_text()
+    worker = process(pid)
+    assert worker is not None and worker.running, worker  # alive
+    assert worker.parent == job  # a worker the job spawned
+    assert b"multiprocessing" in worker.cmdline
     os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + WAIT_S
-    while stat_fields(pid) is not None:  # reaped by the job, not only dead
-        assert time.monotonic() < deadline, f"worker {pid} is still there"
-        time.sleep(0.02)
+    # reaped by the job, not only dead
+    wait_for(lambda: process(pid) is None, WAIT_S, f"worker {pid} to be reaped")
     return pid
 
 

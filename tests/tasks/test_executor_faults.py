@@ -1,4 +1,4 @@
-"""Durability of `corpus tasks` (issue 11): SIGKILL and resume, the folder lock, cancellation by
+"""Durability of `corpus tasks`: SIGKILL and resume, the folder lock, cancellation by
 signal and by asyncio, and a changed identity refused before any recipe call.
 
 Real processes: every job runs `fault_recipes:create_recipe` (the arithmetic recipe, logging each
@@ -15,7 +15,7 @@ import os
 import shutil
 import signal
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,6 @@ from job_support import (
     read_log,
     run_job,
     start_job,
-    stop_leftovers,
     wait_for_pause,
     wait_for_text,
 )
@@ -46,13 +45,6 @@ from corpus_assets.tasks.run import run_data_job
 pytestmark = pytest.mark.timeout(300)
 
 Check = Callable[[dict[str, Any]], bool]
-
-
-@pytest.fixture(autouse=True)
-def no_leftover_jobs() -> Iterator[None]:
-    """A failed test leaves no paused job behind."""
-    yield
-    stop_leftovers()
 
 
 @pytest.fixture(scope="module")

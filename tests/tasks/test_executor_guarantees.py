@@ -9,16 +9,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from job_support import IMPORT_PATH, job_state
+from job_support import IMPORT_PATH, job_state, run_job
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
+ENV = os.environ | {"PYTHONPATH": IMPORT_PATH}
 
 
 def sample(task_id: str, text: str) -> dict[str, Any]:
@@ -31,15 +30,6 @@ def write_config(folder: Path, **fields: Any) -> Path:
     path = folder / "job.json"
     path.write_text(json.dumps(config | fields), encoding="utf-8")
     return path
-
-
-def corpus_tasks(
-    config: Path, output: Path, resume: bool = False
-) -> subprocess.CompletedProcess[str]:
-    env = os.environ | {"PYTHONPATH": IMPORT_PATH}
-    args = [sys.executable, "-m", "corpus_assets.cli", "tasks", "--config", str(config)]
-    args += ["--output", str(output)] + (["--resume"] if resume else [])
-    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=300, check=False)
 
 
 def sha256(path: Path) -> str:
@@ -73,7 +63,7 @@ def test_a_declared_file_that_changes_during_the_job_fails_it_and_publishes_noth
         },
     )
     output = tmp_path / "out"
-    done = corpus_tasks(config, output)
+    done = run_job(config, output, ENV)
     after = sha256(declared)
     assert before != after
     assert done.returncode == 65, done.stderr
@@ -87,7 +77,7 @@ def test_a_declared_file_that_changes_during_the_job_fails_it_and_publishes_noth
     assert job["state"] == "failed" and job["exit_code"] == 65, job
 
     declared.write_text(content, encoding="utf-8")  # restored: the resume publishes
-    resumed = corpus_tasks(config, output, resume=True)
+    resumed = run_job(config, output, ENV, resume=True)
     assert resumed.returncode == 0, resumed.stderr
     manifest = json.loads((output / "dataset" / "manifest.json").read_text())
     assert manifest["sources"][key] == {name: before}
@@ -118,16 +108,16 @@ def damage(output: Path, batches: int = 3) -> None:
 
 def test_a_finished_jobs_resume_rebuilds_missing_and_damaged_batch_files(tmp_path: Path) -> None:
     config, output = three_batches(tmp_path), tmp_path / "out"
-    first = corpus_tasks(config, output)
+    first = run_job(config, output, ENV)
     assert first.returncode == 0, first.stderr
     originals = batch_files(output)
     assert len(originals) == 6  # both files of batches 0, 1 and 2
     damage(output)
-    resumed = corpus_tasks(config, output, resume=True)
+    resumed = run_job(config, output, ENV, resume=True)
     assert resumed.returncode == 0, resumed.stderr
     assert batch_files(output) == originals
     assert "rebuilt work/batch-0-candidates.jsonl from the checkpoints" in resumed.stderr
-    again = corpus_tasks(config, output, resume=True)  # intact files are left alone
+    again = run_job(config, output, ENV, resume=True)  # intact files are left alone
     assert "rebuilt" not in again.stderr
     assert batch_files(output) == originals
 
@@ -136,16 +126,16 @@ def test_a_failed_jobs_resume_rebuilds_the_batch_files_of_every_batch(tmp_path: 
     """The job fails in batch 2; its resume rebuilds the files of batches 0 and 1 as well."""
     plain = tmp_path / "plain"
     plain.mkdir()
-    assert corpus_tasks(three_batches(plain), plain / "out").returncode == 0
+    assert run_job(three_batches(plain), plain / "out", ENV).returncode == 0
     originals = batch_files(plain / "out")
 
     fail = {"kind": "ValueError", "times": 1, "counter": str(tmp_path / "raised.txt"), "on": "20"}
     config, output = three_batches(tmp_path, fail=fail), tmp_path / "out"
-    failed = corpus_tasks(config, output)
+    failed = run_job(config, output, ENV)
     assert failed.returncode == 1, failed.stderr
     assert job_state(output)["state"] == "failed"
     assert sorted(batch_files(output)) == [n for n in sorted(originals) if "batch-2" not in n]
     damage(output, batches=2)
-    resumed = corpus_tasks(config, output, resume=True)
+    resumed = run_job(config, output, ENV, resume=True)
     assert resumed.returncode == 0, resumed.stderr
     assert batch_files(output) == originals

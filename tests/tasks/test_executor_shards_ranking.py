@@ -12,13 +12,12 @@ import json
 import os
 import random
 import sqlite3
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from executor_recipes import RankedRecipe
-from job_support import command, kill_group, start_job, stop_leftovers, wait_for_text
+from job_support import kill_group, run_job, start_job, wait_for_text
 
 from corpus_assets.tasks.config import load_job_config
 from corpus_assets.tasks.executor import DataJob
@@ -32,12 +31,6 @@ ENV = os.environ | {
     "PYTHONPATH": os.pathsep.join([str(HERE.parents[1]), str(HERE)]),
     "HF_HUB_OFFLINE": "1",
 }
-
-
-@pytest.fixture(autouse=True)
-def _no_leftover_jobs() -> Any:
-    yield
-    stop_leftovers()
 
 
 def sample(task_id: str, text: str, answer: str = "1", **metadata: Any) -> dict[str, Any]:
@@ -160,14 +153,7 @@ def test_a_sharded_job_killed_mid_batch_resumes_to_the_same_snapshot(tmp_path: P
     consumed, done = db.execute("SELECT consumed, done FROM batches").fetchone()
     db.close()
     assert 0 < consumed < 40 and not done  # killed mid-batch, with committed rows
-    out = subprocess.run(
-        command(config, tmp_path / "out", resume=True),
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    out = run_job(config, tmp_path / "out", ENV, resume=True)
     assert out.returncode == 0, out.stderr
     clean = write_job(tmp_path, "clean.json", "executor_recipes:make_sharded", 40, batches=[batch])
     assert (

@@ -13,6 +13,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.values import shuffled
 
 from corpus_assets.tasks.config import (
     NOT_IN_IDENTITY,
@@ -94,22 +95,11 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base
 
 
-def _shuffled(value: Any, rng: random.Random) -> Any:
-    """The same value with every mapping's keys in a random order."""
-    if isinstance(value, dict):
-        items = list(value.items())
-        rng.shuffle(items)
-        return {k: _shuffled(v, rng) for k, v in items}
-    if isinstance(value, list):
-        return [_shuffled(v, rng) for v in value]
-    return value
-
-
 def _write(
     raw: dict[str, Any], path: Path, rng: random.Random, to_toml: Callable[[Any], str]
 ) -> LoadedJobConfig:
     """`raw` written as YAML, TOML or JSON (by suffix) in a random key order and layout."""
-    doc = _shuffled(raw, rng)
+    doc = shuffled(raw, rng)
     if path.suffix == ".json":
         text = json.dumps(doc, indent=rng.choice([None, 0, 1, 4]), ensure_ascii=rng.random() < 0.5)
     elif path.suffix == ".toml":

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib.util
 import json
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from support.values import standin_model
 
 from corpus_assets.recipes.arith_families import FAMILIES
 from corpus_assets.recipes.arith_select import bucket
@@ -29,18 +28,9 @@ from corpus_assets.tasks.config import load_job_config
 from corpus_assets.tasks.executor import DataJob
 from corpus_assets.tasks.types import GenerateContext, PublicTask
 
-STANDIN = Path(__file__).resolve().parents[2] / "examples" / "tasks" / "standin_model.py"
 SEED = 5
 CAP = 48
 CANDIDATES = 1024
-
-
-def _standin() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("standin_model", STANDIN)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def outcome(task: PublicTask) -> int:
@@ -53,7 +43,7 @@ def outcome(task: PublicTask) -> int:
 
 def scripted_model() -> Any:
     """A calibration factory: right answers from the public values, slipping by `outcome`."""
-    standin = _standin()
+    standin = standin_model()
 
     async def calibrate(
         tasks: Sequence[PublicTask], context: CalibrationContext

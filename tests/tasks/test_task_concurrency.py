@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ import pytest
 from job_support import (
     IMPORT_PATH,
     REPO,
+    STARTED,
     calls,
     checkpoint_state,
     dataset_files,
@@ -36,9 +37,11 @@ from job_support import (
     job_config,
     job_env,
     last_json,
-    living_members,
     read_log,
 )
+from support.corpus import start_corpus
+from support.processes import live_in_group, process, running
+from support.waiting import wait_for
 
 from corpus_assets.core.store import registry as corpus_registry
 from corpus_assets.core.store.layout import Layout
@@ -56,30 +59,13 @@ TINY = REPO / "examples" / "tiny.toml"
 TRIALS = 10  # 5-6 s each on two idle cores (about 15 s on a busy machine): 55-150 s in all
 WAIT_S = 120.0
 POLL_S = 0.02
-STARTED: list[subprocess.Popen[str]] = []
-
-
-@pytest.fixture(autouse=True)
-def no_leftovers() -> Iterator[None]:
-    """A failed test leaves no process behind (each runs in its own session)."""
-    yield
-    while STARTED:
-        proc = STARTED.pop()
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate(timeout=WAIT_S)
 
 
 def start(argv: list[str], env: dict[str, str], err: Path) -> subprocess.Popen[str]:
     """`corpus ARGV...` in its own session, stderr to the file `err`."""
     with open(err, "w", encoding="utf-8") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "corpus_assets.cli", *argv],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            start_new_session=True,
+        proc = start_corpus(
+            *argv, environ=env, stdout=subprocess.PIPE, stderr=stderr, start_new_session=True
         )
     STARTED.append(proc)
     return proc
@@ -104,38 +90,6 @@ def finish(proc: subprocess.Popen[str], err: Path) -> tuple[dict[str, Any], str]
     assert proc.returncode == 0, text[-3000:]
     summary: dict[str, Any] = json.loads(out)
     return summary, text
-
-
-def wait_until(
-    condition: Callable[[], bool], what: str, procs: list[subprocess.Popen[str]]
-) -> None:
-    """Poll `condition()` until true; fail if one of `procs` ends first, or after WAIT_S."""
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        ended = [p for p in procs if p.poll() is not None]
-        if ended:
-            raise AssertionError(f"pid {ended[0].pid} ended ({ended[0].returncode}) before {what}")
-        time.sleep(POLL_S)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` is a running (not a zombie) process."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
-def parent_of(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-
-
-def command_line(pid: int) -> list[str]:
-    return Path(f"/proc/{pid}/cmdline").read_text().rstrip("\0").split("\0")
 
 
 def build_env() -> dict[str, str]:
@@ -179,19 +133,27 @@ def test_a_killed_holder_is_resumed_by_one_waiter_and_reused_by_the_other(
     env = job_env(log, "clean:40", gate)  # the job stops at its 40th clean call
     errs = [tmp_path / f"build-{i}.err" for i in range(3)]
     builds = [start_build(config, root, env, err) for err in errs]
-    wait_until(
+    wait_for(
         lambda: "pause clean" in read_log(log) and read_holder(lock) is not None,
+        WAIT_S,
         "a job holding the partition paused mid-batch",
-        builds,
+        watch=builds,
     )
     holder = read_holder(lock)
     assert holder is not None and holder.host == socket.gethostname()
-    assert command_line(holder.pid)[3:5] == ["tasks", "--attach"]  # the stage runner's child
-    owner = next(b for b in builds if b.pid == parent_of(holder.pid))  # its `corpus build`
+    job = process(holder.pid)
+    assert job is not None
+    assert job.cmdline.split(b"\0")[3:5] == [b"tasks", b"--attach"]  # the stage runner's child
+    owner = next(b for b in builds if b.pid == job.parent)  # its `corpus build`
     waiters = [(b, e) for b, e in zip(builds, errs, strict=True) if b is not owner]
     waiting = f"tasks: waiting for the task job of {loaded.partition_key}: held by {holder}\n"
     for _, err in waiters:  # the line comes again while they wait: their stage's heartbeat
-        wait_until(lambda e=err: e.read_text().count(waiting) >= 2, "waiters saying so", builds)
+        wait_for(
+            lambda e=err: e.read_text().count(waiting) >= 2,
+            WAIT_S,
+            "waiters saying so",
+            watch=builds,
+        )
 
     before = len(read_log(log))  # the paused job logs no more; the others have not started
     # the holder dies with its build (no retry of it): SIGKILL the build, then the job
@@ -199,7 +161,7 @@ def test_a_killed_holder_is_resumed_by_one_waiter_and_reused_by_the_other(
     owner.communicate(timeout=WAIT_S)
     assert owner.returncode == -signal.SIGKILL
     os.killpg(holder.pid, signal.SIGKILL)  # the job's own process group, workers and all
-    wait_until(lambda: not alive(holder.pid) and not living_members(holder.pid), "the kill", [])
+    wait_for(lambda: not running(holder.pid) and not live_in_group(holder.pid), WAIT_S, "the kill")
     state = checkpoint_state(folder)  # what the dead job committed; a resume pauses at once
     assert state["batches"].get(0, (0, False))[0] > 0 and not (folder / "dataset").exists()
     gate.touch()
@@ -334,18 +296,25 @@ def test_a_cleanup_of_a_corpus_build_waits_while_a_task_job_reads_it(tmp_path: P
         env,
         tmp_path / "job.err",
     )
-    wait_until(lambda: (gates / "reading").exists(), "the job reading the corpus", [job])
+    wait_for(
+        lambda: (gates / "reading").exists(), WAIT_S, "the job reading the corpus", watch=[job]
+    )
     assert not try_flock(lock, fcntl.LOCK_EX)  # a writer (shard stage, cleanup) must wait
     assert try_flock(lock, fcntl.LOCK_SH)  # another reader need not
     cleanup_err = tmp_path / "cleanup.err"
     argv = ["cleanup", "--config", str(TINY), "--root", str(root)]
     cleanup = start(argv, build_env(), cleanup_err)
     waiting = "waiting for the shard stage"
-    wait_until(lambda: waiting in cleanup_err.read_text(), "the cleanup waiting", [job, cleanup])
+    wait_for(
+        lambda: waiting in cleanup_err.read_text(),
+        WAIT_S,
+        "the cleanup waiting",
+        watch=[job, cleanup],
+    )
     assert (shards / "_MANIFEST.json").is_file()
 
     (gates / "read").touch()  # the search ends; the job lets go of the corpus before projecting
-    wait_until(lambda: (gates / "projecting").exists(), "the job projecting", [job])
+    wait_for(lambda: (gates / "projecting").exists(), WAIT_S, "the job projecting", watch=[job])
     out, _ = cleanup.communicate(timeout=WAIT_S)
     assert cleanup.returncode == 0, cleanup_err.read_text()
     assert json.loads(out)["removed"] and not shards.exists()
