@@ -138,29 +138,54 @@ def download(source: str, remote: RemoteFile, dest: Path, note: Note = _quiet) -
         if urlsplit(remote.url).scheme in ("http", "https")
         else _Store(source, note)
     )
-    transferred = client.fetch(remote, part)
-    size = part.stat().st_size
+    with _Sink(part) as sink:
+        transferred = client.fetch(remote, sink)
+        size, digest = sink.size, sink.sha.hexdigest()
     if remote.size is not None and size != remote.size:
         part.unlink()
         raise TransientError(
             f"source {source!r}: {shown(remote.url)} gave {size:,} bytes, but its listing "
             f"said {remote.size:,} (changed while it was downloaded?)"
         )
-    digest = _sha256(part)
-    with open(part, "rb+") as fh:
-        os.fsync(fh.fileno())
     part.rename(dest)
     sidecar.unlink(missing_ok=True)
     fsync_dir(dest.parent)
     return Downloaded(dest, digest, size, transferred)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
+class _Sink:
+    """The part file being downloaded, open for appending, with the sha256 of its bytes so far
+    (of what an earlier fetch left, read once, then of every byte written): no second pass over
+    the file. Closing it fsyncs it."""
+
+    def __init__(self, path: Path) -> None:
+        self.sha = hashlib.sha256()
+        with open(path, "rb") as fh:
+            while chunk := fh.read(CHUNK):
+                self.sha.update(chunk)
+        self.fh = open(path, "ab")  # noqa: SIM115 (closed by __exit__)
+
+    def __enter__(self) -> _Sink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.fh.flush()
+        os.fsync(self.fh.fileno())
+        self.fh.close()
+
+    @property
+    def size(self) -> int:
+        return self.fh.tell()
+
+    def write(self, data: bytes) -> None:
+        self.fh.write(data)
+        self.sha.update(data)
+
+    def restart(self) -> None:
+        """Drop every byte: the server sends the whole object again."""
+        self.fh.seek(0)
+        self.fh.truncate()
+        self.sha = hashlib.sha256()
 
 
 class _Retry(Exception):
@@ -228,9 +253,9 @@ class _Http:
             last_modified=headers.get("Last-Modified"),
         )
 
-    def fetch(self, remote: RemoteFile, part: Path) -> int:
+    def fetch(self, remote: RemoteFile, part: _Sink) -> int:
         def attempt() -> int:
-            have = part.stat().st_size
+            have = part.size
             if remote.size is not None and have >= remote.size:
                 return 0
             headers = {"Range": f"bytes={have}-"} if have else {}
@@ -242,22 +267,20 @@ class _Http:
                 self._raise_for_status(remote.url, resp.status_code, resp.headers)
                 if resp.status_code == 416:  # nothing after byte `have`: the part is whole
                     return 0
-                mode = "ab"
                 if resp.status_code == 200 and have:  # no ranges, or the object changed
-                    mode = "wb"
+                    part.restart()
                 elif resp.status_code == 206:
                     start = _range_start(resp.headers.get("Content-Range", ""))
                     if start != have:
                         raise _Retry(f"asked for byte {have:,}, got a range from byte {start}")
                 moved = 0
-                with open(part, mode) as out:
-                    try:
-                        for chunk in resp.raw.stream(CHUNK, decode_content=False):
-                            out.write(chunk)
-                            moved += len(chunk)
-                    except Exception as exc:  # the connection broke mid-body
-                        reason = f"connection broken ({type(exc).__name__})"
-                        raise _Retry(reason, moved=moved) from None
+                try:
+                    for chunk in resp.raw.stream(CHUNK, decode_content=False):
+                        part.write(chunk)
+                        moved += len(chunk)
+                except Exception as exc:  # the connection broke mid-body
+                    reason = f"connection broken ({type(exc).__name__})"
+                    raise _Retry(reason, moved=moved) from None
                 return moved
 
         return _retrying(self.source, remote.url, attempt, self.note)
@@ -352,26 +375,22 @@ class _Store:
             for p, info in sorted(files.items())
         ]
 
-    def fetch(self, remote: RemoteFile, part: Path) -> int:
+    def fetch(self, remote: RemoteFile, part: _Sink) -> int:
         fs, path = self._fs(remote.url)
         size = remote.size if remote.size is not None else fs.size(path)
 
         def attempt() -> int:
             moved = 0
-            with open(part, "ab") as out:
-                have = out.tell()
-                while have < size:
-                    end = min(have + FSSPEC_BLOCK, size)
-                    try:
-                        with self._errors(remote.url):
-                            block = fs.cat_file(path, start=have, end=end)
-                    except _Retry as exc:
-                        exc.moved = moved
-                        raise
-                    out.write(block)
-                    out.flush()
-                    have += len(block)
-                    moved += len(block)
+            while (have := part.size) < size:
+                end = min(have + FSSPEC_BLOCK, size)
+                try:
+                    with self._errors(remote.url):
+                        block = fs.cat_file(path, start=have, end=end)
+                except _Retry as exc:
+                    exc.moved = moved
+                    raise
+                part.write(block)
+                moved += len(block)
             return moved
 
         moved = _retrying(self.source, remote.url, attempt, self.note)
@@ -379,7 +398,7 @@ class _Store:
             fs.invalidate_cache()
             now = _store_file(remote.url, remote.name, fs.info(path))
         if now.identity() != remote.identity():
-            part.unlink()
+            part.restart()
             raise TransientError(
                 f"source {self.source!r}: {shown(remote.url)} changed while it was downloaded"
             )
