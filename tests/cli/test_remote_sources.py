@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from support.corpus import run_corpus, start_corpus
 from support.mirrors import FaultProxy, fault_proxy, nginx, s3_server
+from support.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "examples" / "tiny" / "docs.jsonl"
@@ -128,6 +129,26 @@ def test_a_source_through_five_cut_connections_is_byte_identical_and_fetched_onc
     )
 
 
+def kill_mid_download(cfg: Path, root: Path, after: int) -> int:
+    """Start a fetch, SIGKILL it once its part file holds more than `after` bytes (it really
+    dies, mid-download), and return how many bytes the part holds."""
+    proc = start_corpus(
+        "run", "--stage", "fetch", "--config", cfg, "--root", root, env=FAST,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+
+    def part() -> Path | None:
+        found = list(root.glob("raw/.downloads/*/*.part"))
+        return found[0] if found and found[0].stat().st_size > after else None
+
+    partial = wait_for(part, 120, f"a part file of more than {after:,} bytes", watch=[proc])
+    os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.wait(timeout=30) == -signal.SIGKILL
+    assert proc.stderr is not None
+    proc.stderr.close()
+    return partial.stat().st_size
+
+
 def test_a_fetch_killed_mid_download_resumes_from_its_partial_bytes(
     tmp_path: Path, mirror: tuple[Path, FaultProxy]
 ) -> None:
@@ -136,30 +157,7 @@ def test_a_fetch_killed_mid_download_resumes_from_its_partial_bytes(
     size = file.stat().st_size
     proxy.rate = 4_000_000
     root, cfg = tmp_path / "data", config(tmp_path, f"{proxy.url}/web.jsonl")
-    proc = start_corpus(
-        "run",
-        "--stage",
-        "fetch",
-        "--config",
-        cfg,
-        "--root",
-        root,
-        env=FAST,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 120
-    parts: list[Path] = []
-    while time.monotonic() < deadline:
-        parts = list(root.glob("raw/.downloads/*/web.jsonl.part"))
-        if parts and parts[0].stat().st_size > 6_000_000:
-            break
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.wait(timeout=30) == -signal.SIGKILL  # really killed, mid-download
-    have = parts[0].stat().st_size
+    have = kill_mid_download(cfg, root, 6_000_000)
     assert 6_000_000 < have < size
     proxy.rate, proxy.sent = 0, 0
     done = fetch(cfg, root)
@@ -176,27 +174,7 @@ def test_an_object_replaced_while_a_killed_fetch_was_down_is_fetched_again_whole
     file = write_docs(served / "web.jsonl", mb=16, seed=1)
     proxy.rate = 4_000_000
     root, cfg = tmp_path / "data", config(tmp_path, f"{proxy.url}/web.jsonl")
-    proc = start_corpus(
-        "run",
-        "--stage",
-        "fetch",
-        "--config",
-        cfg,
-        "--root",
-        root,
-        env=FAST,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        parts = list(root.glob("raw/.downloads/*/web.jsonl.part"))
-        if parts and parts[0].stat().st_size > 4_000_000:
-            break
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.wait(timeout=30) == -signal.SIGKILL
+    assert kill_mid_download(cfg, root, 4_000_000) < file.stat().st_size
     write_docs(file, mb=16, seed=2)  # the mirror now serves other bytes under the same name
     proxy.rate = 0
     done = fetch(cfg, root)

@@ -13,12 +13,14 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+
+from support.processes import stop_group
+from support.servers import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -70,12 +72,6 @@ def last_json(stdout: str) -> dict:
     """The JSON object a command printed last (pretty-printed or on one line)."""
     start = stdout.rfind("\n{")
     return json.loads(stdout[start + 1 if start >= 0 else stdout.index("{") :])
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Session:
@@ -157,13 +153,7 @@ class Session:
                     assert time.monotonic() < deadline, f"{command}: port {port} never answered"
                     time.sleep(1)
         finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+            stop_group(proc, signal.SIGTERM, 60.0)
             assert proc.stderr is not None
             proc.stderr.close()
 

@@ -24,14 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from support.environment import unavailable
+from support.processes import stop_group
+from support.servers import free_port
 
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, log: Path) -> None:
@@ -48,13 +44,7 @@ def wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, log: Path
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
     """Stop a server started in its own process group, and wait for it."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    stop_group(proc, signal.SIGTERM, 10.0)
 
 
 @contextmanager
