@@ -1,7 +1,7 @@
 """The shard stage's on-disk LSH index: grouping each band in many hash ranges, finding exact
 copies a range of keys at a time and walking the rows in windows publish the same bytes as
-doing each whole (the 1 MB benchmark corpus, in process), and so does a shingle cache small
-enough to drop blocks; a band split by range groups each range exactly as filtering the whole
+doing each whole (the 1 MB benchmark corpus, in process), and so does a shingle buffer small
+enough to be emptied; a band split by range groups each range exactly as filtering the whole
 band for it does; exact dedup by sorted key words finds what numpy.unique found, also a hash
 range of the keys at a time."""
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -69,26 +70,25 @@ def test_a_small_shingle_cache_publishes_the_same_shards(
         'id_field = "id"\nlicense = "cc0-1.0"\n',
         encoding="utf-8",
     )
-    evicted: list[int] = []
-    drop = shard_lsh.Texts._drop
+    pools: list[minhash._Pool] = []
 
-    def counting_drop(self: shard_lsh.Texts, rows: list[int]) -> None:
-        evicted.append(len(rows))
-        drop(self, rows)
+    class CountedPool(minhash._Pool):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            pools.append(self)
 
+    monkeypatch.setattr(minhash, "_Pool", CountedPool)
     results = []
     for block, cache_bytes in ((shard_lsh.SHINGLE_BLOCK, shard_lsh.SHINGLE_CACHE_BYTES), (3, 3000)):
         monkeypatch.setattr(shard_lsh, "SHINGLE_BLOCK", block)
         monkeypatch.setattr(shard_lsh, "SHINGLE_CACHE_BYTES", cache_bytes)
-        monkeypatch.setattr(shard_lsh.Texts, "_drop", counting_drop)
         root = tmp_path / f"root-{block}"
         run_stage("fetch", cfg, root)
         summary = run_stage("shard", cfg, root, workers=1)
         assert summary["duplicates"]["near"] > 0 and summary["partial_copies"] > 0
-        results.append((summary["duplicates"], _tree(root / "corpus"), len(evicted)))
-        evicted.clear()
+        results.append((summary["duplicates"], _tree(root / "corpus"), pools.pop().emptied))
     assert results[0][:2] == results[1][:2]
-    assert results[1][2] > results[0][2] + 20  # blocks dropped, by the small cache's LRU
+    assert results[0][2] == 0 and results[1][2] > 10  # emptied, by the small buffer
 
 
 def test_exact_duplicates_as_numpy_unique_finds_them() -> None:

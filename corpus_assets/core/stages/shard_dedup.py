@@ -12,11 +12,13 @@ from typing import Any
 import numpy as np
 
 from corpus_assets.core.config import DedupSpec, LoadedConfig
+from corpus_assets.core.stages import shard_lsh
 from corpus_assets.core.stages.ray_tasks import RaySession
 from corpus_assets.core.stages.shard_lsh import (
     Index,
     Signatures,
     Texts,
+    band_parts,
     group_band,
     load_groups,
     write_index,
@@ -25,7 +27,12 @@ from corpus_assets.core.stages.shard_tasks import TaskOutput, task_path
 from corpus_assets.core.stages.split_ranges import SPLIT_ROWS, read_range, split_by_range
 from corpus_assets.core.store.progress import Progress
 from corpus_assets.core.text.filters import make_filter
-from corpus_assets.core.text.minhash import UNCHECKED, confirm_floor, jaccard_of, keep_first
+from corpus_assets.core.text.minhash import (
+    UNCHECKED,
+    BandGroups,
+    joined_groups,
+    keep_first_exact,
+)
 from corpus_assets.core.text.normalize import exact_key
 from corpus_assets.core.text.partial import has_paragraphs, new_paragraphs
 
@@ -71,7 +78,7 @@ def duplicates(
         return out
     survivors = np.flatnonzero(~out.exact)
     index = write_index(task_dir, outputs, ~out.exact, dedup, task_dir / "lsh")
-    groups = [(band, load_groups(path)) for band, path in _grouped(index, session, progress)]
+    groups = joined_groups(list(_grouped(index, session, progress)))  # the walk's: one array
     shared = np.zeros(index.rows, dtype=bool)
     for _, g in groups:
         shared[g.members] = True
@@ -80,7 +87,7 @@ def duplicates(
     sigs = Signatures(index)
     texts = Texts(index, task_dir, outputs, ~out.exact, candidates)
     try:
-        partner = keep_first(groups, index.rows, _verifier(dedup, sigs, texts, progress))
+        partner = _walk(groups, index.rows, dedup, sigs, texts, progress)
         del groups
         out.near[survivors[partner >= 0]] = True
         if dedup.partial:
@@ -94,47 +101,38 @@ def duplicates(
 
 def _grouped(
     index: Index, session: RaySession | None, progress: Progress
-) -> Iterator[tuple[int, Path]]:
-    """(band, file of its shared buckets) for every hash range of every band, in order."""
+) -> Iterator[tuple[int, BandGroups]]:
+    """(band, its shared buckets) for every hash range of every band, in order: grouped here,
+    or as Ray tasks that write them to files read back here."""
     bands = range(index.spec.bands)
-    if session is not None:
-        progress.note(f"near dedup: grouping {len(bands)} LSH bands as Ray tasks")
-        files: Iterable[list[Path]] = session.map(group_band, [(index, b) for b in bands])
-    else:
-        files = (_group_here(index, band, progress) for band in bands)
+    if session is None:
+        for band in bands:
+            progress.beat(f"near dedup: grouping LSH band {band + 1} of {len(bands)}")
+            yield from ((band, groups) for groups in band_parts(index, band))
+        return
+    progress.note(f"near dedup: grouping {len(bands)} LSH bands as Ray tasks")
+    files: Iterable[list[Path]] = session.map(group_band, [(index, b) for b in bands])
     for band, paths in enumerate(files):
-        yield from ((band, path) for path in paths)
+        yield from ((band, load_groups(path)) for path in paths)
 
 
-def _group_here(index: Index, band: int, progress: Progress) -> list[Path]:
-    progress.beat(f"near dedup: grouping LSH band {band + 1} of {index.spec.bands}")
-    return group_band(index, band)
+def _walk(
+    groups: list[tuple[int, BandGroups]],
+    rows: int,
+    dedup: DedupSpec,
+    sigs: Signatures,
+    texts: Texts,
+    progress: Progress,
+) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """keep_first over the shared buckets, candidate pairs tested as minhash's verifier does
+    (compiled: keep_first_exact), texts shingled from `texts` when `dedup.confirm`."""
 
+    def beat(row: int) -> None:
+        progress.beat(f"near dedup: confirming candidate pairs (row {row:,} of {rows:,})")
 
-def _verifier(
-    dedup: DedupSpec, sigs: Signatures, texts: Texts, progress: Progress
-) -> Callable[[int, int], bool]:
-    """The near-duplicate test of a candidate pair (i earlier than j), as minhash's verifier."""
-    if not dedup.confirm:
-        return lambda i, j: sigs.estimate(i, j) >= dedup.threshold
-    floor = confirm_floor(dedup)
-
-    shingled = texts.sets  # the cached shingle sets, by row: (block, set)
-    last = [-1]  # the row of the last heartbeat: one a row (at most bands x BUCKET_KEPT pairs)
-
-    def verify(i: int, j: int) -> bool:
-        if j != last[0]:
-            last[0] = j
-            progress.beat(f"near dedup: confirming candidate pairs (row {j:,} of {sigs.rows:,})")
-        ours, theirs = shingled.get(i), shingled.get(j)
-        if ours is not None and theirs is not None:  # both shingled: the exact test first
-            exact = jaccard_of(ours[1], theirs[1])
-            return exact >= dedup.threshold and sigs.estimate(i, j) >= floor
-        if sigs.estimate(i, j) < floor:
-            return False
-        return texts.jaccard(i, j) >= dedup.threshold
-
-    return verify
+    source = texts.get_many if dedup.confirm else None
+    cache = shard_lsh.SHINGLE_CACHE_BYTES  # looked up here: tests set it
+    return keep_first_exact(groups, rows, sigs.sigs, dedup, source, cache, beat)
 
 
 def _cut_partial_copies(
@@ -153,15 +151,12 @@ def _cut_partial_copies(
     keep_filter = make_filter(cfg.model.filters)
     ngram = cfg.model.dedup.ngram
     cut: list[tuple[int, str, bytes]] = []
-    for j in copies:
-        progress.beat(f"near dedup: cutting partial copies (row {j:,} of {len(partner):,})")
-        copy = texts.get(j)
-        if not has_paragraphs(copy):  # one paragraph: nothing to cut
-            continue
-        i = int(partner[j])
-        rest = new_paragraphs(texts.get(i), copy, ngram, partial(texts.shingles, i))
-        if rest is not None and keep_filter(rest) is None:
-            cut.append((j, rest, exact_key(rest)))
+    for lo in range(0, len(copies), _COPIES_READ):
+        batch = copies[lo : lo + _COPIES_READ]
+        progress.beat(f"near dedup: cutting partial copies (row {batch[0]:,} of {len(partner):,})")
+        for j, copy in zip(batch, texts.get_many(batch), strict=True):
+            if has_paragraphs(copy):  # else one paragraph: nothing to cut
+                cut += _cut(texts, j, int(partner[j]), copy, ngram, keep_filter)
     taken = _present(keys, ~(out.exact | out.near), {key for _, _, key in cut})
     for j, rest, key in cut:  # in row order: the first of two equal cuts is kept
         if key in taken:
@@ -170,6 +165,20 @@ def _cut_partial_copies(
         row = int(survivors[j])
         out.near[row] = False
         out.partial[row] = rest
+
+
+_COPIES_READ = 4096  # near copies read at a time to look for their new paragraphs
+
+
+def _cut(
+    texts: Texts, j: int, i: int, copy: str, ngram: int, keep_filter: Callable[[str], Any]
+) -> list[tuple[int, str, bytes]]:
+    """(j, its new paragraphs, their exact key) if near copy j of row i has new paragraphs
+    that pass the filters on their own, else nothing."""
+    rest = new_paragraphs(texts.get(i), copy, ngram, partial(texts.shingles, i))
+    if rest is not None and keep_filter(rest) is None:
+        return [(j, rest, exact_key(rest))]
+    return []
 
 
 def _present(

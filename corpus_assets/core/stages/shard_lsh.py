@@ -6,15 +6,18 @@ exact copies, every band's keys (band after band: `bands.u64`) and the signature
 to the index folder. `group_band` then groups one band, a hash range at a time (a band over
 RANGE_ROWS rows is first split by range into a file of its own, 16 bytes a row): it is an
 independent call (on Ray, a task), and its results, the buckets shared by two rows or more, go
-to a file per range. `keep_first` (core.text.minhash) walks the shared buckets of every band in
-row order, reading a signature or a text only for a candidate pair (texts are shingled a block
-of candidates at a time: `Texts.shingles`). Memory: one band's keys of one hash range (or
-SPLIT_ROWS of them) at a time while grouping (about 50 bytes a row), then the shared buckets
-(8 bytes a row per band it shares), a few bytes per row and SHINGLE_CACHE_BYTES of shingles.
+to a file per range. `keep_first_exact` (core.text.minhash) walks the shared buckets of every
+band in row order, reading the signatures (mapped: `Signatures`) and the texts (`Texts`, copied
+to one file) only of candidate pairs, and shingles the texts a batch at a time. Memory: one
+band's keys of one hash range (or SPLIT_ROWS of them) at a time while grouping (about 50 bytes a
+row), then the shared buckets (8 bytes a row per band it shares), about 20 bytes per row and
+SHINGLE_CACHE_BYTES of shingles.
 """
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 import os
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -36,7 +39,6 @@ from corpus_assets.core.text.minhash import (
     BandGroups,
     band_groups,
     band_keys,
-    jaccard_of,
     shingle_sets,
     shingles,
 )
@@ -47,6 +49,8 @@ SHINGLE_BLOCK = 64
 """Candidate rows whose texts are shingled together, in one pass (a block)."""
 SHINGLE_CACHE_BYTES = 64 << 20
 """Shingled blocks are kept, the least recently used dropped first, up to about this size."""
+READ_GAP = 32
+"""Texts.get_many reads the texts of rows this many candidates apart or closer in one read."""
 _ROW_BYTES = 200  # what a cached row costs besides its shingles (its dictionary entries)
 
 
@@ -71,13 +75,23 @@ def write_index(
     spec: DedupSpec,
     folder: Path,
 ) -> Index:
-    """Band keys and signatures of the filtered rows where `keep` (global order), task by task."""
+    """Band keys and signatures of the filtered rows where `keep` (global order), task by task
+    (the band keys of INDEX_ROWS rows or more at a time: a task holds about a thousand)."""
     folder.mkdir(parents=True, exist_ok=True)
     n = int(keep.sum())
     index = Index(folder, n, spec)
     start = done = 0
+    pending: list[np.ndarray[Any, Any]] = []
     with open(folder / "bands.u64", "wb") as bands, open(folder / "sigs.u32", "wb") as sigs:
         bands.truncate(n * spec.bands * 8)
+
+        def flush() -> int:
+            rows = np.concatenate(pending)
+            pending.clear()
+            for band, keys in enumerate(band_keys(rows, spec)):
+                os.pwrite(bands.fileno(), keys.astype("<u8").tobytes(), (band * n + done) * 8)
+            return len(rows)
+
         for out in outputs:
             mine = keep[start : start + out.kept]
             start += out.kept
@@ -85,14 +99,26 @@ def write_index(
                 continue
             rows = np.load(task_path(task_dir, out.index, ".sigs.npy"))[mine]
             sigs.write(np.ascontiguousarray(rows, dtype="<u4").tobytes())
-            for band, keys in enumerate(band_keys(rows, spec)):
-                os.pwrite(bands.fileno(), keys.astype("<u8").tobytes(), (band * n + done) * 8)
-            done += len(rows)
+            pending.append(rows)
+            if sum(len(p) for p in pending) >= INDEX_ROWS:
+                done += flush()
+        if pending:
+            done += flush()
     return index
 
 
+INDEX_ROWS = 1 << 16
+"""write_index computes band keys this many rows (or a task more) at a time."""
+
+
 def group_band(index: Index, band: int) -> list[Path]:
-    """Group one band's keys, a hash range at a time; the files of its shared buckets, in order.
+    """Group one band's keys, a hash range at a time; the files of its shared buckets, in order
+    (see `band_parts`)."""
+    return [_write_groups(index, band, part, g) for part, g in enumerate(band_parts(index, band))]
+
+
+def band_parts(index: Index, band: int) -> Iterator[BandGroups]:
+    """The shared buckets of one band, a hash range after another.
 
     Over RANGE_ROWS rows the band is first split by hash range into one file (a counting sort:
     two reads of the band, one write), so each range then reads only its own records: the
@@ -103,19 +129,18 @@ def group_band(index: Index, band: int) -> list[Path]:
         with open(index.folder / "bands.u64", "rb") as fh:
             fh.seek(band * n * 8)
             keys = np.fromfile(fh, dtype="<u8", count=n)
-        return [_write_groups(index, band, 0, band_groups(keys, np.arange(n, dtype=np.int64)))]
+        yield band_groups(keys, np.arange(n, dtype=np.int64))
+        return
     split = index.folder / f".band-{band:04d}.split-{os.getpid()}"
-    paths = []
     try:
         ends = split_by_range(split, _RECORD, partial(_band_records, index, band), "key", parts)
         for part in range(parts):
             records = read_range(split, _RECORD, ends, part)
             groups = band_groups(records["key"], records["row"].astype(np.int64))
             del records
-            paths.append(_write_groups(index, band, part, groups))
+            yield groups
     finally:
         split.unlink(missing_ok=True)
-    return paths
 
 
 _RECORD = np.dtype([("key", "<u8"), ("row", "<u8")])
@@ -147,27 +172,24 @@ def load_groups(path: Path) -> BandGroups:
 
 
 class Signatures:
-    """Rows of the index's signatures, read from disk when a candidate pair is verified."""
+    """The index's signatures, mapped from disk (the pages of the rows verified are read)."""
 
     def __init__(self, index: Index) -> None:
         self.width = index.spec.num_perm
         self.rows = index.rows
         self.fh = open(index.folder / "sigs.u32", "rb")  # noqa: SIM115 (closed by close())
-        self.later = -1  # the row `later_row` holds
-        self.later_row: np.ndarray[Any, np.dtype[np.uint32]] = np.zeros(0, dtype=np.uint32)
-
-    def row(self, i: int) -> np.ndarray[Any, np.dtype[np.uint32]]:
-        data = os.pread(self.fh.fileno(), 4 * self.width, 4 * self.width * i)
-        return np.frombuffer(data, dtype="<u4")
-
-    def estimate(self, i: int, j: int) -> float:
-        """The Jaccard estimate of rows i and j; keep_first asks about one j after another, so
-        j's row is read once for all its candidates."""
-        if j != self.later:
-            self.later, self.later_row = j, self.row(j)
-        return int(np.count_nonzero(self.row(i) == self.later_row)) / self.width
+        self.map = mmap.mmap(self.fh.fileno(), 0, access=mmap.ACCESS_READ) if self.rows else None
+        self.sigs = (
+            np.zeros((0, self.width), dtype="<u4")
+            if self.map is None
+            else np.frombuffer(self.map, dtype="<u4").reshape(self.rows, self.width)
+        )
 
     def close(self) -> None:
+        del self.sigs  # the map's view: the map cannot close while one is alive
+        if self.map is not None:
+            with contextlib.suppress(BufferError):  # a view outlives it (in an exception's
+                self.map.close()  # frame): the map closes when it is freed
         self.fh.close()
 
 
@@ -188,8 +210,6 @@ class Texts:
         self.sets: dict[int, tuple[int, np.ndarray[Any, Any]]] = {}  # row: (block, shingles)
         self.blocks: OrderedDict[int, list[int]] = OrderedDict()  # the cached rows of a block
         self.cached_bytes = 0
-        self.later = -1  # the row `later_set` holds
-        self.later_set: np.ndarray[Any, Any] = np.zeros(0, dtype=np.uint64)
         path = index.folder / "texts.bin"
         start = first = at = 0
         with open(path, "wb") as fh:
@@ -223,12 +243,32 @@ class Texts:
         lo, hi = int(self.offsets[k]), int(self.offsets[k + 1])
         return os.pread(self.fh.fileno(), hi - lo, lo).decode("utf-8", "surrogatepass")
 
+    def get_many(self, rows: list[int]) -> list[str]:
+        """The texts of candidate rows (ascending), a pread for each run of them at most
+        READ_GAP candidates apart (the texts between are read and left)."""
+        if not rows:
+            return []
+        at = self.candidates.searchsorted(rows)
+        ends = [*np.flatnonzero(np.diff(at) > READ_GAP).tolist(), len(at) - 1]
+        starts, stops = self.offsets[at].tolist(), self.offsets[at + 1].tolist()
+        out: list[str] = []
+        first = 0
+        for last in ends:  # one read from row first's text to row last's
+            lo = starts[first]
+            data = os.pread(self.fh.fileno(), stops[last] - lo, lo)
+            out += [
+                data[a - lo : b - lo].decode("utf-8", "surrogatepass")
+                for a, b in zip(starts[first : last + 1], stops[first : last + 1], strict=True)
+            ]
+            first = last + 1
+        return out
+
     def shingles(self, i: int) -> np.ndarray[Any, Any]:
         """The shingle set of row i's text, cached by blocks of SHINGLE_BLOCK candidates, up to
-        SHINGLE_CACHE_BYTES. A block's first text asked for is shingled alone (where few rows
-        are confirmed, as among templates that only re-posts match, one text is all a block
-        needs); its second shingles the whole block at once (keep_first asks for rows about in
-        order, so where many are confirmed, their neighbours come next)."""
+        SHINGLE_CACHE_BYTES (for partial copies: the walk shingles texts itself). A block's
+        first text asked for is shingled alone (where few rows are asked for, one text is all a
+        block needs); its second shingles the whole block at once (rows are asked for about in
+        order, so where many are, their neighbours come next)."""
         hit = self.sets.get(i)
         if hit is not None:
             self.blocks.move_to_end(hit[0])
@@ -262,13 +302,6 @@ class Texts:
         cuts = (ends - ends[0]).tolist()
         texts = [data[a:b].decode("utf-8", "surrogatepass") for a, b in pairwise(cuts)]
         return shingle_sets(texts, self.ngram)
-
-    def jaccard(self, i: int, j: int) -> float:
-        """The exact Jaccard of rows i and j; keep_first asks about one j after another, so j's
-        shingle set is looked up once for all its candidates."""
-        if j != self.later:
-            self.later, self.later_set = j, self.shingles(j)
-        return jaccard_of(self.shingles(i), self.later_set)
 
     def close(self) -> None:
         self.fh.close()
