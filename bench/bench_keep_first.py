@@ -5,10 +5,10 @@
 Synthetic LSH groups of `--rows` rows in 20 bands (a row shares a bucket in a band with
 probability ~4.5%, about 0.9 shared buckets a row as on the benchmark corpus; buckets of 2 to
 5 rows), a verifier that accepts one pair in three. Runs `minhash.keep_first` (windows of
-`--window-rows`; the stage uses at least 2^22 rows and at most 32 windows) and the code before
-(all entries at once, copied below), each in a fresh process, and prints one JSON object: the
-peak of numpy's allocations (tracemalloc) during the walk beyond the groups, per row, the
-seconds, and the ratio before / now. The partners are checked equal.
+`--window-rows`; the stage uses at least 2^22 rows and at most 32 windows) and the same walk over
+all entries at once (kept below), each in a fresh process, and prints one JSON object: the peak
+of numpy's allocations (tracemalloc) during the walk beyond the groups, per row, the seconds,
+and the ratio all at once / windowed. The partners are checked equal.
 """
 
 from __future__ import annotations
@@ -47,10 +47,10 @@ def verify(i: int, j: int) -> bool:
     return (i * 7919 + j * 104729) % 3 == 0
 
 
-def keep_first_before(
+def keep_first_all_at_once(
     groups: Sequence[tuple[int, BandGroups]], n: int, verify: Callable[[int, int], bool]
 ) -> NDArray[np.int64]:
-    """minhash.keep_first before it walked in windows (2026-12-03), verbatim."""
+    """minhash.keep_first's walk over every (row, bucket) entry at once, without windows."""
     partner = np.full(n, -1, dtype=np.int64)
     small = np.int32 if max(n, len(groups)) < 2**31 else np.int64  # rows and offsets fit
     rows, sources, firsts, counts = [], [], [], []
@@ -99,7 +99,7 @@ def keep_first_before(
 def child(variant: str, n: int, window_rows: int, out: Path) -> None:
     groups = synthetic_groups(n)
     minhash._WINDOW_ROWS, minhash._WINDOWS = window_rows, 10**9
-    walk = minhash.keep_first if variant == "now" else keep_first_before
+    walk = minhash.keep_first if variant == "windowed" else keep_first_all_at_once
     tracemalloc.start()
     start = time.perf_counter()
     partner = walk(groups, n, verify)
@@ -123,22 +123,22 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=4_000_000)
     parser.add_argument("--window-rows", type=int, default=1 << 18)
     parser.add_argument("--out", type=Path, default=Path("/tmp/bench-keep-first"))
-    parser.add_argument("--child", choices=["now", "before"])
+    parser.add_argument("--child", choices=["windowed", "all_at_once"])
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.child:
         child(args.child, args.rows, args.window_rows, args.out)
         return
     report: dict[str, object] = {"rows": args.rows, "window_rows": args.window_rows}
-    for variant in ("now", "before"):
+    for variant in ("windowed", "all_at_once"):
         argv = [sys.executable, __file__, "--child", variant, "--rows", str(args.rows)]
         argv += ["--window-rows", str(args.window_rows), "--out", str(args.out)]
         done = subprocess.run(argv, check=True, capture_output=True, text=True)
         report[variant] = json.loads(done.stdout)
-    now, before = (np.load(args.out / f"{v}.npy") for v in ("now", "before"))
-    assert np.array_equal(now, before), "the partners differ"
-    report["peak_before_over_now"] = round(
-        report["before"]["peak_mb"] / max(report["now"]["peak_mb"], 0.1),
+    windowed, at_once = (np.load(args.out / f"{v}.npy") for v in ("windowed", "all_at_once"))
+    assert np.array_equal(windowed, at_once), "the partners differ"
+    report["peak_all_at_once_over_windowed"] = round(
+        report["all_at_once"]["peak_mb"] / max(report["windowed"]["peak_mb"], 0.1),
         2,  # type: ignore[index]
     )
     print(json.dumps(report, indent=1))
