@@ -1,8 +1,10 @@
 """`work/checkpoints.sqlite3`: the durable state of a data job.
 
 One connection, owned by the coordinator thread, in WAL mode with `synchronous=FULL`: a chunk of
-cleaned candidates, its batch's progress and its counts commit in one transaction, so a process
-killed at any instant resumes from the last committed chunk. Calibration commits each finished
+cleaned candidates, its batch's progress and its counts are written together, in a group of
+chunks that one commit makes durable (`commit_chunk`, `flush`), so a process killed at any
+instant resumes from the last committed chunk. Chunk admission is `admission.py`; the read-only
+views of the pool are `pool_views.py`. Calibration commits each finished
 call's responses with its provenance, then each graded chunk's scores, the same way; ranking
 chunks likewise. Candidate payloads, the dedup indexes and the excluded ids live here on disk;
 `CandidatePool` and `ScoreTable` give `select` a sequence and a mapping backed by the database,
@@ -11,21 +13,32 @@ never a whole list in memory.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, overload
+from typing import Any
 
-from corpus_assets.core.errors import DataError
+from corpus_assets.tasks.admission import admit, insert_candidates, lookup
+from corpus_assets.tasks.cleaned import Cleaned, canonical
 from corpus_assets.tasks.files import PRIVATE_FILE
+from corpus_assets.tasks.pool_views import PAGE, BatchTaskIds, CandidatePool, ScoreTable
 from corpus_assets.tasks.ranking import RankedCandidate, RankingTable
 from corpus_assets.tasks.types import JSON, DataSample, ProjectedRow
 
+__all__ = [  # with the names other modules import from here
+    "BatchState",
+    "BatchTaskIds",
+    "CandidatePool",
+    "Checkpoints",
+    "Cleaned",
+    "ScoreTable",
+    "canonical",
+]
+
 SCHEMA_VERSION = 1
-PAGE = 512  # rows fetched per round trip when streaming the pool
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -83,47 +96,6 @@ CREATE TABLE IF NOT EXISTS projection (
 
 COUNTS = ("rejected", "duplicates", "excluded", "retained")
 WAL_CHECKPOINT_PAGES = 10_000
-IN_LIMIT = 500  # ids per `IN (...)` lookup (SQLite caps bound parameters)
-_CANONICAL = json.JSONEncoder(  # one encoder: json.dumps builds one per call with these options
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-)
-
-
-def canonical(obj: JSON) -> str:
-    """The one canonical JSON text of a value (sorted keys, no spaces, UTF-8 unescaped): the
-    text of `jsonl_line(obj)` without its newline."""
-    return _CANONICAL.encode(obj)
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-class Cleaned(NamedTuple):
-    """A cleaned sample as the pool stores it, encoded and hashed where it was cleaned.
-
-    Workers build these, so the coordinator's commit does lookups and inserts only.
-    """
-
-    task_id: str
-    payload: str  # canonical JSON of the whole sample (reference included)
-    public: str  # canonical JSON of the public task (`batch-N-public.jsonl`)
-    content_sha: str
-    input_sha: str
-    reference_sha: str
-
-    @classmethod
-    def of(cls, sample: DataSample) -> Cleaned:
-        """Each field encoded once: the payload and the public task are the canonical texts of
-        their fields joined in sorted key order, which is `canonical` of the whole object."""
-        task = sample.task
-        task_input, reference = canonical(task.input), canonical(sample.reference)
-        head = f'{{"input":{task_input},"metadata":{canonical(dict(task.metadata))},'
-        tail = f'"task_id":{canonical(task.task_id)}}}'
-        payload = f'{head}"reference":{reference},{tail}'
-        return cls(
-            task.task_id, payload, head + tail, _sha(payload), _sha(task_input), _sha(reference)
-        )
 
 
 @dataclass(frozen=True)
@@ -161,7 +133,9 @@ class Checkpoints:
         # pages (about 40 MB) rather than every 1,000 (the default), a tenth of the passes
         self.db.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
         self.db.executescript(_SCHEMA)
-        self._next_seq = int(self.db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0])
+        self._next_seq = self._pool_size()
+        self.flushed_at = time.monotonic()  # when chunks were last made durable
+        self._excluding = self.excluded_count() > 0
         self._ranking: RankingTable | None = None
 
     def close(self) -> None:
@@ -185,6 +159,8 @@ class Checkpoints:
         )
 
     def transaction(self) -> _Transaction:
+        """`with` it: one atomic write, after the open group of chunks is committed."""
+        self.flush()
         return _Transaction(self.db)
 
     # -- exclusions ------------------------------------------------------------------------
@@ -196,6 +172,7 @@ class Checkpoints:
             self.db.executemany(
                 "INSERT OR IGNORE INTO excluded (task_id) VALUES (?)", ((t,) for t in task_ids)
             )
+        self._excluding = self.excluded_count() > 0
 
     def excluded_count(self) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM excluded").fetchone()[0])
@@ -218,39 +195,68 @@ class Checkpoints:
         return [self.batch(b) for b in ids]
 
     def commit_chunk(
-        self, batch: int, consumed: int, cleaned: Sequence[Cleaned | None]
+        self,
+        batch: int,
+        consumed: int,
+        cleaned: Sequence[Cleaned | None],
+        durable: bool = True,
     ) -> dict[str, int]:
         """Admit one chunk's cleaned samples in order and advance the batch, atomically.
 
-        Returns the chunk's counts. Raises DataError (rolled back) on a conflicting reference
-        or a task id that names two different samples.
+        Returns the chunk's counts. Raises DataError (nothing of the chunk written) on a
+        conflicting reference or a task id that names two different samples. `durable=False`
+        leaves the chunk in the open group of chunks that the next `flush` commits at once (one
+        fsync for them all); a kill before that, or a failed write, loses the whole group, as
+        if the process had been killed after the last commit, and the job resumes from there.
         """
         counts = dict.fromkeys(COUNTS, 0)
         first_seq = self._next_seq
+        if not self.db.in_transaction:
+            self.db.execute("BEGIN IMMEDIATE")
         try:
-            with self.transaction():
-                rows = self._admit(batch, cleaned, counts)
-                self.db.executemany(
-                    "INSERT INTO candidates (seq, task_id, batch, content_sha, input_sha, "
-                    "reference_sha, payload, public) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    rows,
-                )
-                self._advance(batch, consumed, counts)
-        except BaseException:
-            self._next_seq = first_seq
+            rows = admit(self.db, self._excluding, batch, first_seq, cleaned, counts)
+        except BaseException:  # admission only reads: the group so far stays whole
+            if durable:
+                self.flush()
             raise
+        try:
+            insert_candidates(self.db, rows)
+            self._advance(batch, consumed, counts)
+        except BaseException:
+            self._abandon_group()
+            raise
+        self._next_seq = first_seq + len(rows)
+        if durable:
+            self.flush()
         return counts
 
+    def _abandon_group(self) -> None:
+        """Roll the open group back: the pool is what the last commit left."""
+        if self.db.in_transaction:
+            self.db.execute("ROLLBACK")
+        self._next_seq = self._pool_size()
+
+    def flush(self) -> None:
+        """Commit the open group of chunks, if any: durable from now on."""
+        self.flushed_at = time.monotonic()
+        if not self.db.in_transaction:
+            return
+        try:
+            self.db.execute("COMMIT")
+        except BaseException:
+            self._abandon_group()
+            raise
+
+    def _pool_size(self) -> int:
+        return int(self.db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0])
+
     def _advance(self, batch: int, consumed: int, counts: dict[str, int]) -> None:
+        """Set the batch's consumed count and add `counts` to its counts (one statement)."""
+        added = ", ".join(f"{c} = batches.{c} + excluded.{c}" for c in COUNTS)
         self.db.execute(
-            "INSERT INTO batches (batch, consumed) VALUES (?, ?) ON CONFLICT (batch) "
-            "DO UPDATE SET consumed = excluded.consumed",
-            (batch, consumed),
-        )
-        self.db.execute(
-            "UPDATE batches SET rejected = rejected + ?, duplicates = duplicates + ?, "
-            "excluded = excluded + ?, retained = retained + ? WHERE batch = ?",
-            (*(counts[c] for c in COUNTS), batch),
+            f"INSERT INTO batches (batch, consumed, {', '.join(COUNTS)}) VALUES (?, ?, ?, ?, ?, ?) "
+            f"ON CONFLICT (batch) DO UPDATE SET consumed = excluded.consumed, {added}",
+            (batch, consumed, *(counts[c] for c in COUNTS)),
         )
 
     def finish_batch(self, batch: int, consumed: int, truncated: bool) -> None:
@@ -265,89 +271,6 @@ class Checkpoints:
     def generated_total(self) -> int:
         return int(self.db.execute("SELECT COALESCE(SUM(consumed), 0) FROM batches").fetchone()[0])
 
-    def _admit(
-        self, batch: int, cleaned: Sequence[Cleaned | None], counts: dict[str, int]
-    ) -> list[tuple[Any, ...]]:
-        """Count each sample in order and return the pool rows of the retained ones."""
-        kept = [c for c in cleaned if c is not None]
-        ids = [c.task_id for c in kept]
-        excluded = {r[0] for r in self._lookup("task_id FROM excluded", "task_id", ids)}
-        known = {
-            task_id: content_sha
-            for task_id, content_sha in self._lookup(
-                "task_id, content_sha FROM candidates", "task_id", ids
-            )
-        }
-        inputs: dict[str, list[tuple[str, str]]] = {}
-        for task_id, input_sha, reference_sha in self._lookup(
-            "task_id, input_sha, reference_sha FROM candidates",
-            "input_sha",
-            [c.input_sha for c in kept],
-        ):
-            inputs.setdefault(input_sha, []).append((task_id, reference_sha))
-        rows = []
-        admitted: dict[str, str] = {}  # this chunk's retained payloads, not inserted yet
-        for item in cleaned:
-            if item is None:
-                counts["rejected"] += 1
-            elif item.task_id in excluded:
-                counts["excluded"] += 1
-            elif item.task_id in known:
-                if known[item.task_id] != item.content_sha:
-                    raise DataError(self._two_contents(item, admitted.get(item.task_id)))
-                counts["duplicates"] += 1
-            else:
-                for other_id, reference_sha in inputs.get(item.input_sha, ()):
-                    if reference_sha != item.reference_sha:
-                        raise DataError(
-                            "conflicting references: the same public input has two different "
-                            f"references, in task {other_id!r} and task {item.task_id!r}"
-                        )
-                counts["retained"] += 1
-                known[item.task_id] = item.content_sha
-                admitted[item.task_id] = item.payload
-                inputs.setdefault(item.input_sha, []).append((item.task_id, item.reference_sha))
-                rows.append(
-                    (
-                        self._next_seq,
-                        item.task_id,
-                        batch,
-                        item.content_sha,
-                        item.input_sha,
-                        item.reference_sha,
-                        item.payload,
-                        item.public,
-                    )
-                )
-                self._next_seq += 1
-        return rows
-
-    def _lookup(self, select: str, column: str, values: Sequence[Any]) -> Iterator[Any]:
-        """`SELECT <select> WHERE <column> IN values`, in slices SQLite accepts."""
-        distinct = sorted(set(values))
-        for start in range(0, len(distinct), IN_LIMIT):
-            part = distinct[start : start + IN_LIMIT]
-            marks = ",".join("?" * len(part))
-            yield from self.db.execute(f"SELECT {select} WHERE {column} IN ({marks})", part)
-
-    def _two_contents(self, item: Cleaned, earlier: str | None) -> str:
-        """The message for a task id already pooled (or admitted earlier) with other content."""
-        if earlier is None:
-            earlier = self.db.execute(
-                "SELECT payload FROM candidates WHERE task_id = ?", (item.task_id,)
-            ).fetchone()[0]
-        new = DataSample.from_json(json.loads(item.payload))
-        old = DataSample.from_json(json.loads(str(earlier)))
-        if new.task.to_json() == old.task.to_json():
-            return (
-                f"conflicting references: task {new.task_id!r} was cleaned twice with different "
-                "references (the same public task, two answers)"
-            )
-        return (
-            f"task id {new.task_id!r} names two different cleaned samples; a task id must "
-            "always mean the same content"
-        )
-
     # -- the pool --------------------------------------------------------------------------
 
     def pool(self) -> CandidatePool:
@@ -358,7 +281,7 @@ class Checkpoints:
 
     def first_unknown(self, task_ids: Sequence[str]) -> str | None:
         """The first of `task_ids` that is not a pooled candidate (looked up, not loaded)."""
-        known = {r[0] for r in self._lookup("task_id FROM candidates", "task_id", task_ids)}
+        known = {r[0] for r in lookup(self.db, "task_id FROM candidates", "task_id", task_ids)}
         return next((t for t in task_ids if t not in known), None)
 
     def samples_by_id(self, task_ids: Sequence[str]) -> list[DataSample]:
@@ -422,7 +345,7 @@ class Checkpoints:
         """`payload` (whole sample) or `public` (public task) JSON of the candidates at `seqs`."""
         if column not in ("payload", "public"):
             raise ValueError(f"no candidate column {column!r}")
-        found = dict(self._lookup(f"seq, {column} FROM candidates", "seq", seqs))
+        found = dict(lookup(self.db, f"seq, {column} FROM candidates", "seq", seqs))
         return [found[s] for s in seqs]
 
     def batch_task_ids(self, batch: int) -> BatchTaskIds:
@@ -470,8 +393,8 @@ class Checkpoints:
     def responses(self, task_ids: Sequence[str]) -> dict[str, list[tuple[JSON, str | None]]]:
         """Per task id its (response, failure reason) per repeat, in repeat order."""
         out: dict[str, list[tuple[int, JSON, str | None]]] = {}
-        for task_id, repeat, response, reason in self._lookup(
-            "task_id, repeat, response, failure_reason FROM responses", "task_id", task_ids
+        for task_id, repeat, response, reason in lookup(
+            self.db, "task_id, repeat, response, failure_reason FROM responses", "task_id", task_ids
         ):
             out.setdefault(task_id, []).append((repeat, json.loads(response), reason))
         return {t: [(r, f) for _, r, f in sorted(rows)] for t, rows in out.items()}
@@ -479,8 +402,8 @@ class Checkpoints:
     def scores_of(self, task_ids: Sequence[str]) -> dict[str, tuple[float | None, ...]]:
         """Per task id that has scores, one per repeat in repeat order."""
         rows: dict[str, list[tuple[int, float | None]]] = {}
-        for task_id, repeat, score in self._lookup(
-            "task_id, repeat, score FROM scores", "task_id", task_ids
+        for task_id, repeat, score in lookup(
+            self.db, "task_id, repeat, score FROM scores", "task_id", task_ids
         ):
             rows.setdefault(task_id, []).append((repeat, score))
         return {t: tuple(s for _, s in sorted(per)) for t, per in rows.items()}
@@ -578,105 +501,3 @@ class _Transaction:
 
     def __exit__(self, kind: object, exc: object, tb: object) -> None:
         self.db.execute("COMMIT" if kind is None else "ROLLBACK")
-
-
-class CandidatePool(Sequence[DataSample]):
-    """The retained candidates in pool order, read from the database on demand."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-        self._len = int(db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0])
-
-    def __len__(self) -> int:
-        return self._len
-
-    @overload
-    def __getitem__(self, index: int) -> DataSample: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[DataSample]: ...
-    def __getitem__(self, index: int | slice) -> DataSample | list[DataSample]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._len))]
-        if index < 0:
-            index += self._len
-        if not 0 <= index < self._len:
-            raise IndexError("candidate index out of range")
-        row = self._db.execute("SELECT payload FROM candidates WHERE seq = ?", (index,)).fetchone()
-        return DataSample.from_json(json.loads(row[0]))
-
-    def __iter__(self) -> Iterator[DataSample]:
-        cursor = self._db.execute(
-            "SELECT payload FROM candidates WHERE seq < ? ORDER BY seq", (self._len,)
-        )
-        while rows := cursor.fetchmany(PAGE):
-            for (payload,) in rows:
-                yield DataSample.from_json(json.loads(payload))
-
-
-class BatchTaskIds(Sequence[str]):
-    """One batch's retained task ids in pool order, read a page at a time (use it on the
-    thread that made it: the coordinator's)."""
-
-    def __init__(self, db: sqlite3.Connection, batch: int) -> None:
-        self._db, self._batch = db, batch
-        self._len = int(
-            db.execute("SELECT COUNT(*) FROM candidates WHERE batch = ?", (batch,)).fetchone()[0]
-        )
-
-    def __len__(self) -> int:
-        return self._len
-
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[str]: ...
-    def __getitem__(self, index: int | slice) -> str | list[str]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._len))]
-        if index < 0:
-            index += self._len
-        if not 0 <= index < self._len:
-            raise IndexError("batch task index out of range")
-        row = self._db.execute(
-            "SELECT task_id FROM candidates WHERE batch = ? ORDER BY seq LIMIT 1 OFFSET ?",
-            (self._batch, index),
-        ).fetchone()
-        return str(row[0])
-
-    def __iter__(self) -> Iterator[str]:
-        last = -1
-        while True:
-            rows = self._db.execute(
-                "SELECT seq, task_id FROM candidates WHERE batch = ? AND seq > ? "
-                "ORDER BY seq LIMIT ?",
-                (self._batch, last, PAGE),
-            ).fetchall()
-            if not rows:
-                return
-            for _, task_id in rows:
-                yield task_id
-            last = rows[-1][0]
-
-
-class ScoreTable(Mapping[str, Sequence[float | None]]):
-    """Scores per task id, one per repeat in repeat order (empty without calibration)."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-
-    def __getitem__(self, task_id: str) -> tuple[float | None, ...]:
-        rows = self._db.execute(
-            "SELECT score FROM scores WHERE task_id = ? ORDER BY repeat", (task_id,)
-        ).fetchall()
-        if not rows:
-            raise KeyError(task_id)
-        return tuple(r[0] for r in rows)
-
-    def __iter__(self) -> Iterator[str]:
-        cursor = self._db.execute("SELECT DISTINCT task_id FROM scores ORDER BY task_id")
-        while rows := cursor.fetchmany(PAGE):
-            for (task_id,) in rows:
-                yield task_id
-
-    def __len__(self) -> int:
-        return int(self._db.execute("SELECT COUNT(DISTINCT task_id) FROM scores").fetchone()[0])

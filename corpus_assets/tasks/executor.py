@@ -6,14 +6,14 @@ database and decides everything in a fixed order; recipe code runs in `workers.P
 `workers.Producer`, calibrator calls on the coordinator's loop (`calibrate.py`). Chunks are
 `execution.batch_size` samples; their results are committed in pool order, so the snapshot is
 the same for any worker count, backend or chunk size, and a resumed job picks up after the last
-committed chunk. A recipe with generation-shard hooks generates each batch in parallel shard
-files (`shards.py`); one with ranking hooks is selected by the global ranked merge
-(`ranking.py`).
+committed chunk. Generating a batch is `generation.py` (a recipe with generation-shard hooks
+generates it in parallel shard files, `shards.py`); one with ranking hooks is selected by the
+global ranked merge (`ranking.py`); the snapshot's report and provenance are `publication.py`;
+how a job stops (cancel, exhaustion, retries) is `job_control.py`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 import time
@@ -24,24 +24,34 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from corpus_assets.core.errors import CorpusError, DataError, DiskError, TransientError
-from corpus_assets.core.store.digests import file_sha256
+from corpus_assets.core.errors import DataError, TransientError
 from corpus_assets.tasks import corpus_inputs
+from corpus_assets.tasks.batch_files import write_batch_files
 from corpus_assets.tasks.calibrate import CalibrateStep, build_calibrator
-from corpus_assets.tasks.checkpoints import BatchState, Checkpoints, canonical
-from corpus_assets.tasks.config import LoadedJobConfig, identity_form
-from corpus_assets.tasks.files import private_writer
+from corpus_assets.tasks.checkpoints import Checkpoints, canonical
+from corpus_assets.tasks.config import LoadedJobConfig
+from corpus_assets.tasks.generation import BatchGeneration
 from corpus_assets.tasks.identity import (
     changed_message,
-    factory_files,
     identity_changes,
     job_identity,
     read_exclusions,
 )
+from corpus_assets.tasks.job_control import (
+    MAX_RETRY_DELAY_S,
+    CancelEvent,
+    ExhaustedError,
+    JobCancelled,
+    exit_code,
+    one_line,
+    retry_delay,
+    retryable,
+)
 from corpus_assets.tasks.jobdir import JobFolder
+from corpus_assets.tasks.publication import Publication, batch_totals
 from corpus_assets.tasks.ranking import RankedSelection, SelectionPolicy, select_ranked_candidates
-from corpus_assets.tasks.shards import ShardFile, checked_plan, has_shard_hooks
-from corpus_assets.tasks.snapshot import Snapshot, load_snapshot, write_snapshot
+from corpus_assets.tasks.shards import has_shard_hooks
+from corpus_assets.tasks.snapshot import Snapshot, load_snapshot
 from corpus_assets.tasks.types import (
     GenerateContext,
     InsufficientDataError,
@@ -49,61 +59,26 @@ from corpus_assets.tasks.types import (
 )
 from corpus_assets.tasks.workers import (
     Pool,
-    ProduceOrder,
-    Producer,
     RankOrder,
     RecipeError,
     RecipeSpec,
-    ShardOrder,
     WorkerLost,
-    clean_chunk,
     project_chunk,
     rank_chunk,
-    shard_chunk,
 )
 
-MAX_RETRY_DELAY_S = 60.0
 PROGRESS_EVERY_S = 0.5  # generating: a progress update at most this often, and one at the end
-SOURCE_KEYS = (  # the identity's file digests hashed again before publication
-    ("inputs", "input"),
-    ("exclusions", "exclusion"),
-    ("recipe_files", "recipe source"),
-    ("calibration_files", "calibration"),
-)
 Progress = Callable[[str], None]
-
-
-class JobCancelled(CorpusError):
-    """The job was cancelled between chunks; its folder records `cancelled` (resumable)."""
-
-    exit_code = 130
-
-
-class CancelEvent(threading.Event):
-    """The one event that cancels a job, and the exit code its cancellation gives."""
-
-    exit_code = JobCancelled.exit_code
-
-    def request(self, exit_code: int) -> None:
-        """Cancel with `exit_code` (130 SIGINT, 143 SIGTERM); a second request changes nothing."""
-        if not self.is_set():
-            self.exit_code = exit_code
-            self.set()
-
-
-class ExhaustedError(DataError):
-    """`max_batches` or `max_candidates` was reached before `select` could fill the target."""
-
-
-def retry_delay(base: float, attempt: int) -> float:
-    """The wait before retry `attempt` (0-based): `base` doubled each time, capped at 60 s."""
-    return float(min(base * 2.0**attempt, MAX_RETRY_DELAY_S))
-
-
-def retryable(exc: BaseException) -> bool:
-    """Only OSError (connection errors included), TimeoutError and our transient errors (disk
-    errors, a worker process that died) retry."""
-    return isinstance(exc, OSError | TimeoutError | TransientError | DiskError)
+__all__ = [  # with the names other modules import from here
+    "MAX_RETRY_DELAY_S",
+    "CancelEvent",
+    "DataJob",
+    "ExhaustedError",
+    "JobCancelled",
+    "Progress",
+    "retry_delay",
+    "write_batch_files",
+]
 
 
 class DataJob:
@@ -202,7 +177,7 @@ class DataJob:
             state = "cancelled" if isinstance(exc, JobCancelled) else "failed"
             if isinstance(exc, JobCancelled):
                 exc.exit_code = getattr(self.cancel, "exit_code", exc.exit_code)
-            folder.write_job(state, error=_one_line(exc), exit_code=_exit_code(exc))
+            folder.write_job(state, error=one_line(exc), exit_code=exit_code(exc))
             raise
         finally:
             ckpt.close()
@@ -271,11 +246,11 @@ class DataJob:
                         ) from None
                     if retryable(exc) and not isinstance(exc, TransientError):
                         raise TransientError(
-                            f"{_one_line(exc)} (after {attempt + 1} attempt(s))"
+                            f"{one_line(exc)} (after {attempt + 1} attempt(s))"
                         ) from exc
                     raise
                 delay = retry_delay(self.execution.retry_delay, attempt)
-                self.say(f"tasks: {_one_line(exc)}; retry {attempt + 1} in {delay:g}s")
+                self.say(f"tasks: {one_line(exc)}; retry {attempt + 1} in {delay:g}s")
                 if self.cancel.wait(delay):
                     raise JobCancelled("cancelled while waiting to retry") from None
                 attempt += 1
@@ -307,10 +282,22 @@ class DataJob:
         while True:
             state = self.ckpt.batch(batch)
             if not state.done:
+                generation = BatchGeneration(
+                    self.ckpt,
+                    self.spec,
+                    self.recipe,
+                    self.execution,
+                    self.model.max_candidates,
+                    self.folder.work,
+                    self.cancel,
+                    self.context,
+                    self._chunk_progress,
+                    self._caught_up,
+                )
                 if has_shard_hooks(self.recipe):
-                    self._generate_sharded(pool, batch, state.consumed)
+                    generation.sharded(pool, batch, state.consumed)
                 else:
-                    self._generate(pool, batch, state.consumed)
+                    generation.serial(pool, batch, state.consumed)
                 write_batch_files(self.folder.work, self.ckpt, batch)
             if self.calibrate is not None:
                 await self._calibrate(pool, batch)
@@ -323,111 +310,6 @@ class DataJob:
                 continue
             self._accept(selection, batch)
             return
-
-    def _generate(self, pool: Pool, batch: int, consumed: int) -> None:
-        """Generate batch `batch`, cleaning and committing chunks after the first `consumed`."""
-        before = self.ckpt.generated_total() - consumed
-        order = ProduceOrder(
-            self.spec,
-            self.context(batch),
-            self.execution.batch_size,
-            skip=consumed,
-            limit=max(self.model.max_candidates - before, 0),
-        )
-        producer = Producer(order, self.execution.backend, self.cancel)
-        pending: deque[tuple[int, int, Future[Any]]] = deque()
-        end: tuple[Any, ...] | None = None
-        try:
-            for message in producer.messages():
-                if message[0] == "error":
-                    raise message[1]
-                if message[0] == "end":
-                    end = message
-                    break
-                _, start, payloads = message
-                pending.append((start, len(payloads), pool.submit(clean_chunk, payloads)))
-                while len(pending) > 2 * self.execution.max_workers:
-                    self._commit_clean(batch, *pending.popleft())
-            while pending and not self.cancel.is_set():
-                self._commit_clean(batch, *pending.popleft())
-            if self.cancel.is_set() or end is None:
-                raise JobCancelled(f"cancelled during batch {batch}")
-        finally:
-            for _, _, future in pending:
-                future.cancel()
-            producer.close()
-        self.ckpt.finish_batch(batch, end[1], end[2])
-        self._caught_up(batch)
-
-    def _commit_clean(self, batch: int, start: int, count: int, future: Future[Any]) -> None:
-        self.ckpt.commit_chunk(batch, start + count, future.result())
-        self._chunk_progress(batch)
-        if self.cancel.is_set():
-            raise JobCancelled(f"cancelled during batch {batch}")
-
-    def _generate_sharded(self, pool: Pool, batch: int, consumed: int) -> None:
-        """Generate batch `batch` as the recipe's shards, in parallel shard files, and import
-        their rows in shard order after the first `consumed` (see `shards.py`)."""
-        before = self.ckpt.generated_total() - consumed
-        context = self.context(batch)
-        shard_size = self.execution.shard_size
-        plan, truncated = checked_plan(
-            self.recipe.generation_shards(context, shard_size),  # type: ignore[attr-defined]
-            shard_size,
-            max(self.model.max_candidates - before, 0),
-        )
-        files = [ShardFile(self.folder.work, batch, i, shard) for i, shard in enumerate(plan)]
-        pending: deque[tuple[ShardFile, Future[Any] | int]] = deque()
-        position = 0  # samples of this batch in the shards before the next one to import
-        try:
-            for file in files:
-                rows = file.verified_rows()
-                pending.append(
-                    (
-                        file,
-                        rows
-                        if rows is not None
-                        else pool.submit(shard_chunk, ShardOrder(context, file)),
-                    )
-                )
-                while len(pending) > 2 * self.execution.max_workers:
-                    position = self._import_shard(batch, consumed, position, *pending.popleft())
-            while pending:
-                position = self._import_shard(batch, consumed, position, *pending.popleft())
-        finally:
-            for _, job in pending:
-                if isinstance(job, Future):
-                    job.cancel()
-        self.ckpt.finish_batch(batch, max(position, consumed), truncated)
-        self._caught_up(batch)
-        for file in files:
-            file.remove()
-
-    def _import_shard(
-        self, batch: int, consumed: int, position: int, file: ShardFile, job: Future[Any] | int
-    ) -> int:
-        """Commit a shard's rows not yet committed, in `batch_size` chunks; the next position."""
-        rows: int = job if isinstance(job, int) else job.result()
-        end = position + rows
-        if end > consumed:
-            skip = max(consumed - position, 0)
-            chunk: list[Any] = []
-            done = position + skip
-            for row in file.read(skip):
-                chunk.append(row)
-                if len(chunk) == self.execution.batch_size:
-                    done += len(chunk)
-                    self._commit_rows(batch, done, chunk)
-                    chunk = []
-            if chunk:
-                self._commit_rows(batch, done + len(chunk), chunk)
-        return end
-
-    def _commit_rows(self, batch: int, consumed: int, rows: list[Any]) -> None:
-        self.ckpt.commit_chunk(batch, consumed, rows)
-        self._chunk_progress(batch)
-        if self.cancel.is_set():
-            raise JobCancelled(f"cancelled during batch {batch}")
 
     async def _calibrate(self, pool: Pool, batch: int) -> None:
         """Ask the calibrator about the batch's new candidates, then grade the answers."""
@@ -495,13 +377,13 @@ class DataJob:
             bound = f"max_batches = {self.model.max_batches}"
         else:
             return
-        totals = self._totals()
+        totals = batch_totals(self.ckpt)
         raise ExhaustedError(
             f"ran out of candidates: {bound} reached after {batch + 1} batch(es) with "
             f"{totals['generated']} generated, {totals['retained']} retained "
             f"({totals['rejected']} rejected, {totals['duplicates']} duplicates, "
             f"{totals['excluded']} excluded), target_count {self.model.target_count}; "
-            f"select said: {_one_line(exc)}"
+            f"select said: {one_line(exc)}"
         )
 
     def _accept(self, selection: Selection, batch: int) -> None:
@@ -559,119 +441,26 @@ class DataJob:
     def _publish(self) -> Snapshot:
         """Write the snapshot in staging and publish it by one rename; verify it."""
         if not self.folder.dataset.is_dir():
-            self._check_sources_unchanged()
-            write_snapshot(
-                self.folder.staging,
-                self.folder.dataset,
-                self.ckpt.projection_rows(),
-                self.ckpt.probe_rows(),
-                self.report(),
-                self.provenance(),
-            )
+            Publication(
+                self.config,
+                self.spec,
+                self.recipe,
+                self.calibrate,
+                self.identity,
+                self.corpus_inputs,
+                self.ckpt,
+                self.folder,
+            ).write()
         self._progress("published", None)
         return load_snapshot(self.folder.dataset)
 
-    def _check_sources_unchanged(self) -> None:
-        """Hash the declared inputs, exclusions and source files again: one that changed while
-        the job ran fails it (DataError), so no manifest names bytes the job did not read."""
-        calibrator = None if self.calibrate is None else self.calibrate.calibrator
-        try:
-            now = job_identity(self.config, self.spec, self.recipe, calibrator)
-        except OSError as exc:
-            raise DataError(
-                f"a declared file can no longer be read before publication: {exc}; "
-                "nothing was published"
-            ) from None
-        for key, what in SOURCE_KEYS:
-            before, after = self.identity.get(key) or {}, now.get(key) or {}
-            for name in sorted(set(before) | set(after)):
-                if before.get(name) != after.get(name):
-                    raise DataError(
-                        f"{what} file {name!r} changed while the job ran: sha256 "
-                        f"{before.get(name)} when it started, {after.get(name)} before "
-                        "publication; nothing was published (restore the file and resume, "
-                        "or start a new job)"
-                    )
-
-    def report(self) -> dict[str, Any]:
-        """Counts per batch and in total, and what selection said (report.json)."""
-        selection = self.ckpt.get("selection")
-        return {
-            "target_count": self.model.target_count,
-            "purpose": self.model.purpose,
-            "calibrated": self.calibrate is not None,
-            "batches": [self._batch_counts(b) for b in self.ckpt.batches()],
-            "totals": self._totals(),
-            "exclusion_ids": self.ckpt.excluded_count(),
-            "selection": {
-                "selected": len(selection["task_ids"]),
-                "after_batch": selection["batch"],
-                "statistics": selection["statistics"],
-            },
-        }
-
-    def _batch_counts(self, state: BatchState) -> dict[str, int]:
-        counts = state.counts()
-        if self.calibrate is not None:
-            counts |= self.ckpt.calibration_counts(state.batch)
-        return counts
-
-    def provenance(self) -> dict[str, Any]:
-        """The manifest's provenance: config, code digests, declared sources, calibration."""
-        return {
-            "job": {
-                "name": self.config.name,
-                "partition_key": self.config.partition_key,
-                "config_sha256": self.config.sha256,
-            },
-            "config": identity_form(self.config.raw),
-            "code": {
-                "recipe": {"factory": self.spec.factory, "files": self.identity["recipe_files"]},
-                "calibrator": None if self.calibrate is None else self._calibrator_code(),
-                "executor": self.identity["executor"],
-            },
-            "sources": {
-                "inputs": self.identity["inputs"],
-                "corpus_inputs": [c.provenance() for c in self.corpus_inputs],
-                "exclusions": self.identity["exclusions"],
-            },
-            "calibration": self._calibration_provenance(),
-        }
-
-    def _calibrator_code(self) -> dict[str, Any]:
-        spec = self.model.calibration
-        assert spec is not None
-        return {"factory": spec.implementation, "files": factory_files(spec.implementation)}
-
-    def _calibration_provenance(self) -> dict[str, Any] | None:
-        """The calibration settings and, per batch, the distinct provenances of its calls."""
-        spec = self.model.calibration
-        if spec is None:
-            return None
-        return {
-            "implementation": spec.implementation,
-            "repeats": spec.repeats,
-            "params": json.loads(canonical(spec.params)),
-            "batches": [
-                {"batch": b.batch, "provenance": self.ckpt.batch_provenance(b.batch)}
-                for b in self.ckpt.batches()
-            ],
-        }
-
     # -- progress --------------------------------------------------------------------------
-
-    def _totals(self) -> dict[str, int]:
-        totals = dict.fromkeys(("generated", "rejected", "duplicates", "excluded", "retained"), 0)
-        for state in self.ckpt.batches():
-            for key, value in state.counts().items():
-                if key != "batch":
-                    totals[key] += value
-        return totals
 
     def _chunk_progress(self, batch: int) -> None:
         """The progress of a committed chunk of generation, at most every PROGRESS_EVERY_S
         seconds (each update is a few queries, a line and an fsynced progress.json)."""
         if time.monotonic() - self._progress_at >= PROGRESS_EVERY_S:
+            self.ckpt.flush()  # progress.json never counts chunks that are not durable
             self._progress("generate", batch)
         else:
             self._progress_behind = True
@@ -684,7 +473,7 @@ class DataJob:
     def _progress(self, phase: str, batch: int | None, extra: dict[str, int] | None = None) -> None:
         """progress.json and one progress line; `extra` adds a phase's own counts."""
         self._progress_at, self._progress_behind = time.monotonic(), False
-        totals = self._totals()
+        totals = batch_totals(self.ckpt)
         projected = self.ckpt.projected()
         self.folder.write_progress(
             {
@@ -705,36 +494,6 @@ class DataJob:
         )
 
 
-def write_batch_files(work: Path, ckpt: Checkpoints, batch: int) -> list[Path]:
-    """`work/batch-N-candidates.jsonl` (whole samples) and `-public.jsonl` (public tasks) of a
-    generated batch, derived from the checkpoints: each one missing or with other bytes than
-    the checkpoints give is written (again). Returns the files it wrote."""
-    paths = (work / f"batch-{batch}-candidates.jsonl", work / f"batch-{batch}-public.jsonl")
-    present = [path.is_file() for path in paths]
-    stale = [path for path, there in zip(paths, present, strict=True) if not there]
-    if any(present):
-        wanted = [hashlib.sha256(), hashlib.sha256()]
-        for row in ckpt.batch_payloads(batch):
-            for digest, text in zip(wanted, row, strict=True):
-                digest.update(text.encode("utf-8") + b"\n")
-        stale += [
-            path
-            for path, there, digest in zip(paths, present, wanted, strict=True)
-            if there and file_sha256(path) != digest.hexdigest()
-        ]
-    if stale:
-        with ExitStack() as files:
-            writers = [
-                files.enter_context(private_writer(path)) if path in stale else None
-                for path in paths
-            ]
-            for row in ckpt.batch_payloads(batch):
-                for writer, text in zip(writers, row, strict=True):
-                    if writer is not None:
-                        writer.write(text.encode("utf-8") + b"\n")
-    return stale
-
-
 def _plain_selection(ranked: RankedSelection, target_count: int) -> Selection:
     """The ranked merge's ids as the selection, for a recipe without `finalize_selection`."""
     if len(ranked.selected) < target_count or ranked.unmet_minimums:
@@ -744,14 +503,3 @@ def _plain_selection(ranked: RankedSelection, target_count: int) -> Selection:
             + (f"; group minimums unmet ({unmet})" if unmet else "")
         )
     return Selection(ranked.task_ids, {"ranked": True, "selected": len(ranked.selected)})
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    if isinstance(exc, CorpusError):
-        return text
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _exit_code(exc: BaseException) -> int:
-    return int(getattr(exc, "exit_code", 1))

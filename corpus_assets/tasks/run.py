@@ -172,7 +172,8 @@ def _run_signalled(
     root: Path | None,
     attach: bool,
 ) -> Snapshot:
-    """Run the job on its coordinator thread; SIGINT/SIGTERM meanwhile cancel it."""
+    """Run the job on its coordinator thread; SIGINT/SIGTERM meanwhile cancel it (and once one
+    came, later ones change nothing, also after the job ended: the command is exiting)."""
     cancel = CancelEvent()
     received: list[int] = []
     outcome: list[Any] = []
@@ -200,7 +201,10 @@ def _run_signalled(
             told = _relay_signals(received, told, cancel, progress)
     finally:
         for s, handler in previous.items():
-            signal.signal(s, handler)
+            # once cancelled, the command is exiting with the cancel's code: the rest of a burst
+            # of signals is ignored, even while the interpreter shuts down (which resets Python
+            # handlers to the default, so a late SIGTERM would kill the exit)
+            signal.signal(s, signal.SIG_IGN if received else handler)
     snapshot, error = outcome[0]
     if error is not None:
         raise error

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from corpus_assets.core.errors import CorpusError
-from corpus_assets.tasks.checkpoints import Cleaned, canonical
+from corpus_assets.tasks.cleaned import Cleaned, canonical
 from corpus_assets.tasks.files import private_writer, write_private_json
 from corpus_assets.tasks.types import GenerationShard
 
@@ -42,6 +42,8 @@ def parse_row(line: bytes) -> Cleaned | None:
     if line == REJECTED:
         return None
     task_id, *fields = line.decode("utf-8").removesuffix("\n").split("\t")
+    if task_id[:1] == '"' and "\\" not in task_id:  # a string without escapes: no decoding
+        return Cleaned(task_id[1:-1], *fields)
     return Cleaned(json.loads(task_id), *fields)
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from corpus_assets.core.errors import CorpusError, TransientError
 from corpus_assets.core.stages.local_pool import WorkerDied, open_pool
-from corpus_assets.tasks.checkpoints import Cleaned
+from corpus_assets.tasks.cleaned import Cleaned
 from corpus_assets.tasks.factory import load_factory
 from corpus_assets.tasks.ranking import RankedCandidate
 from corpus_assets.tasks.shards import ShardFile
@@ -128,10 +128,15 @@ def clean_chunk(payloads: list[dict[str, JSON]]) -> list[Cleaned | None]:
 
 
 def _clean(recipe: Recipe, payload: dict[str, JSON]) -> Cleaned | None:
-    cleaned = recipe.clean(DataSample.from_json(payload))
+    return _cleaned(recipe, DataSample.from_json(payload))
+
+
+def _cleaned(recipe: Recipe, sample: DataSample) -> Cleaned | None:
+    """`clean` of a sample the recipe gave (its own object: no copy), encoded and hashed."""
+    cleaned = recipe.clean(sample)
     if cleaned is not None and not isinstance(cleaned, DataSample):
         raise RecipeError(
-            f"clean({payload.get('task_id')!r}) returned a {type(cleaned).__name__}; "
+            f"clean({sample.task_id!r}) returned a {type(cleaned).__name__}; "
             "allowed: a DataSample or None"
         )
     return None if cleaned is None else _encoded(cleaned)
@@ -163,7 +168,7 @@ def shard_chunk(order: ShardOrder) -> int:
                     f"generate_shard() yielded more than the {limit} sample(s) of shard "
                     f"{shard.start}..{shard.stop}"
                 )
-            yield _clean(recipe, sample.to_json())
+            yield _cleaned(recipe, sample)
 
     return order.file.write(rows())
 
