@@ -75,10 +75,58 @@ class SourceSpec(_Section):
         return value.strip().lower()
 
 
+_GOPHER = {  # datatrove GopherQualityFilter and GopherRepetitionFilter defaults (Gopher's A1)
+    "min_words": 50,
+    "max_words": 100_000,
+    "min_mean_word_length": 3,
+    "max_mean_word_length": 10,
+    "max_symbol_word_ratio": 0.1,
+    "max_non_alpha_word_ratio": 0.2,  # datatrove: at least 0.8 of the words hold a letter
+    "max_bullet_line_ratio": 0.9,
+    "max_ellipsis_line_ratio": 0.3,
+    "min_stop_words": 2,
+    "max_duplicate_line_fraction": 0.3,
+    "max_duplicate_line_char_fraction": 0.2,
+    "max_duplicate_paragraph_fraction": 0.3,
+    "max_duplicate_paragraph_char_fraction": 0.2,
+    "max_top_2gram_char_fraction": 0.2,
+    "max_top_3gram_char_fraction": 0.18,
+    "max_top_4gram_char_fraction": 0.16,
+    "max_duplicate_5gram_char_fraction": 0.15,
+    "max_duplicate_6gram_char_fraction": 0.14,
+    "max_duplicate_7gram_char_fraction": 0.13,
+    "max_duplicate_8gram_char_fraction": 0.12,
+    "max_duplicate_9gram_char_fraction": 0.11,
+    "max_duplicate_10gram_char_fraction": 0.10,
+}
+_C4 = {  # datatrove C4QualityFilter defaults
+    "c4_max_word_length": 1000,
+    "c4_remove_citations": True,
+    "c4_terminal_punctuation": True,
+    "c4_min_words_per_line": 3,
+    "c4_lorem_ipsum": True,
+    "c4_javascript": True,
+    "c4_curly_bracket": True,
+    "c4_policy": True,
+    "c4_min_sentences": 5,
+}
+_FINEWEB = {  # datatrove FineWebQualityFilter defaults
+    "min_line_punctuation_ratio": 0.12,
+    "max_short_line_ratio": 0.67,
+    "short_line_length": 30,
+    "max_char_duplicate_ratio": 0.01,
+    "max_newline_word_ratio": 0.3,
+}
+FILTER_PRESETS: dict[str, dict[str, Any]] = {"c4": _C4, "fineweb": _FINEWEB, "gopher": _GOPHER}
+"""`[filters] preset`: the published thresholds of one reference filter (or a list of them)."""
+
+
 class FilterSpec(_Section):
-    """Quality filters; every threshold can be set, `null` turns one off."""
+    """Quality filters; every threshold can be set, `null` turns one off. The rules past
+    `max_non_alpha_word_ratio` are off unless set or named by a `preset`."""
 
     enabled: bool = True
+    preset: str | tuple[str, ...] | None = None
     min_chars: int | None = 50
     max_chars: int | None = 1_000_000
     min_words: int | None = 10
@@ -89,6 +137,56 @@ class FilterSpec(_Section):
     max_duplicate_line_fraction: float | None = 0.5
     max_duplicate_line_char_fraction: float | None = 0.3
     max_non_alpha_word_ratio: float | None = 0.2
+    # Gopher repetition
+    max_duplicate_paragraph_fraction: float | None = None
+    max_duplicate_paragraph_char_fraction: float | None = None
+    max_top_2gram_char_fraction: float | None = None
+    max_top_3gram_char_fraction: float | None = None
+    max_top_4gram_char_fraction: float | None = None
+    max_duplicate_5gram_char_fraction: float | None = None
+    max_duplicate_6gram_char_fraction: float | None = None
+    max_duplicate_7gram_char_fraction: float | None = None
+    max_duplicate_8gram_char_fraction: float | None = None
+    max_duplicate_9gram_char_fraction: float | None = None
+    max_duplicate_10gram_char_fraction: float | None = None
+    # Gopher quality
+    max_bullet_line_ratio: float | None = None
+    max_ellipsis_line_ratio: float | None = None
+    min_stop_words: int | None = None
+    # C4 quality: line rules remove lines (the text changes), the rest drop the document
+    c4_max_word_length: int | None = None
+    c4_remove_citations: bool | None = None
+    c4_terminal_punctuation: bool | None = None
+    c4_min_words_per_line: int | None = None
+    c4_lorem_ipsum: bool | None = None
+    c4_javascript: bool | None = None
+    c4_curly_bracket: bool | None = None
+    c4_policy: bool | None = None
+    c4_min_sentences: int | None = None
+    # FineWeb quality
+    min_line_punctuation_ratio: float | None = None
+    max_short_line_ratio: float | None = None
+    short_line_length: int | None = Field(default=30, ge=0)
+    max_char_duplicate_ratio: float | None = None
+    max_newline_word_ratio: float | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_preset(cls, data: Any) -> Any:
+        """A preset's thresholds fill the keys not written; the written ones win."""
+        if not isinstance(data, dict) or data.get("preset") is None:
+            return data
+        names = data["preset"]
+        names = [names] if isinstance(names, str) else names
+        allowed = ", ".join(FILTER_PRESETS)
+        if not isinstance(names, list | tuple) or not names:
+            raise ValueError(f"preset is a name or a list of names; allowed: {allowed}")
+        filled: dict[str, Any] = {}
+        for name in names:
+            if name not in FILTER_PRESETS:
+                raise ValueError(f"unknown preset {shown(name)} in [filters]; allowed: {allowed}")
+            filled.update(FILTER_PRESETS[name])
+        return {**filled, **data}
 
 
 class DedupSpec(_Section):

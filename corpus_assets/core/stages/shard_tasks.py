@@ -39,7 +39,7 @@ from corpus_assets.core.store.arrow import release_freed_pages
 from corpus_assets.core.store.atomic import atomic_writer, write_bytes, write_json
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.progress import Progress
-from corpus_assets.core.text.filters import make_filter
+from corpus_assets.core.text.filters import QualityFilter
 from corpus_assets.core.text.minhash import signatures
 from corpus_assets.core.text.normalize import exact_key, normalize
 from corpus_assets.core.text.pii import Scrubber
@@ -190,7 +190,7 @@ def run_task(
 ) -> TaskOutput:
     """Screen and filter one row group; write survivors, their keys and signatures, the marker."""
     table = read_task(task)
-    keep_filter = make_filter(cfg.model.filters)
+    quality = QualityFilter(cfg.model.filters)  # C4's line rules may shorten a kept text
     screening = Screening()
     ids = table.column("id").to_pylist() if screens.active else []
     sources = table.column("source").to_pylist() if screens.active else []
@@ -210,15 +210,14 @@ def run_task(
         if row in listed:
             screening.drop(EXCLUDED, listed[row], doc(row), by="id")
             continue
-        text = normalize(raw)
-        reason = keep_filter(text)
+        text, reason = quality(normalize(raw))
         if reason is None:
             rows.append(row)
             texts.append(text)
         else:
             dropped[reason] += 1
     matched = decontaminate(
-        screens, texts, lambda i: doc(rows[i]), lambda t: keep_filter(t) is None, screening
+        screens, texts, lambda i: doc(rows[i]), lambda t: quality(t)[1] is None, screening
     )
     if matched:  # a matched document is dropped (None) or kept cut
         screened = [

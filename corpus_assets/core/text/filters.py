@@ -1,11 +1,17 @@
-"""Gopher/C4-style quality filters: each document is kept (None) or dropped with a named reason."""
+"""Gopher/C4/FineWeb-style quality filters: each document is kept or dropped with a named reason.
+
+`make_cleaner` returns the text C4's line rules leave (they remove lines) with the reason of the
+first failed rule, or None; `make_filter` returns that reason alone.
+"""
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable
 
 from corpus_assets.core.config import FilterSpec
+from corpus_assets.core.text import quality_rules as q
 
 TOO_FEW_CHARS = "too_few_chars"
 TOO_MANY_CHARS = "too_many_chars"
@@ -15,6 +21,21 @@ MEAN_WORD_LENGTH = "mean_word_length"
 SYMBOL_WORD_RATIO = "symbol_word_ratio"
 DUPLICATE_LINES = "duplicate_lines"
 NON_ALPHA_WORDS = "non_alpha_words"
+DUPLICATE_PARAGRAPHS = "duplicate_paragraphs"
+DUPLICATE_PARAGRAPH_CHARS = "duplicate_paragraph_chars"
+TOP_NGRAM = {n: f"top_{n}gram" for n in (2, 3, 4)}
+DUPLICATE_NGRAMS = {n: f"duplicate_{n}grams" for n in range(5, 11)}
+BULLET_LINES = "bullet_lines"
+ELLIPSIS_LINES = "ellipsis_lines"
+TOO_FEW_STOP_WORDS = "too_few_stop_words"
+LOREM_IPSUM = "lorem_ipsum"
+CURLY_BRACKET = "curly_bracket"
+TOO_FEW_SENTENCES = "too_few_sentences"
+NO_LINES = "no_lines"
+LINE_PUNCTUATION = "line_punctuation"
+SHORT_LINES = "short_lines"
+CHAR_DUPLICATES = "char_duplicates"
+LIST_RATIO = "list_ratio"
 REASONS = (
     TOO_FEW_CHARS,
     TOO_MANY_CHARS,
@@ -24,6 +45,21 @@ REASONS = (
     SYMBOL_WORD_RATIO,
     DUPLICATE_LINES,
     NON_ALPHA_WORDS,
+    DUPLICATE_PARAGRAPHS,
+    DUPLICATE_PARAGRAPH_CHARS,
+    *TOP_NGRAM.values(),
+    *DUPLICATE_NGRAMS.values(),
+    BULLET_LINES,
+    ELLIPSIS_LINES,
+    TOO_FEW_STOP_WORDS,
+    LOREM_IPSUM,
+    CURLY_BRACKET,
+    TOO_FEW_SENTENCES,
+    NO_LINES,
+    LINE_PUNCTUATION,
+    SHORT_LINES,
+    CHAR_DUPLICATES,
+    LIST_RATIO,
 )
 """Every drop reason, in the order the checks run."""
 
@@ -40,35 +76,92 @@ _ALPHA_TABLE = bytes(
 _NOT_ALPHA_OR_SPACE = bytes(b for b, c in enumerate(_ASCII) if not (c.isalpha() or c.isspace()))
 _NON_ALPHA_WORD = re.compile(r" (?:[^\w ]|[\d_])+(?= )")
 
+_NGRAMS = {
+    **{n: f"max_top_{n}gram_char_fraction" for n in TOP_NGRAM},
+    **{n: f"max_duplicate_{n}gram_char_fraction" for n in DUPLICATE_NGRAMS},
+}
 Words = list[str]
 Check = Callable[[str, Words], str | None]
+Rule = Callable[[q.Split], str | None]
 Filter = Callable[[str], str | None]
+Cleaner = Callable[[str], tuple[str, str | None]]
+
+
+class QualityFilter:
+    """Called on a text: (the text C4's line rules leave, None to keep it or the reason of the
+    first failed rule); `lines_removed` counts the lines those rules removed, by reason."""
+
+    def __init__(self, spec: FilterSpec) -> None:
+        self.lines_removed: Counter[str] = Counter()
+        self.spec = spec
+        self._clean = _cleaner(spec, self.lines_removed)
+
+    def __call__(self, text: str) -> tuple[str, str | None]:
+        return self._clean(text)
+
+
+def make_cleaner(spec: FilterSpec) -> Cleaner:
+    """A function of one text: (its text after C4's line rules, None or the drop reason)."""
+    return _cleaner(spec, Counter())
 
 
 def make_filter(spec: FilterSpec) -> Filter:
     """A function of one text: None to keep it, or the reason of the first check it fails."""
-    if not spec.enabled:
-        return _keep_all
-    low, high = spec.min_chars, spec.max_chars
-    checks = _checks(spec)
+    clean = _cleaner(spec, Counter())
 
     def check(text: str) -> str | None:
-        # characters first, before the words are split: a huge document costs no word list
-        if low is not None and len(text) < low:
-            return TOO_FEW_CHARS
-        if high is not None and len(text) > high:
-            return TOO_MANY_CHARS
-        words = text.split()
-        for run in checks:
-            reason = run(text, words)
-            if reason is not None:
-                return reason
-        return None
+        return clean(text)[1]
 
     return check
 
 
-def _keep_all(text: str) -> str | None:
+def _cleaner(spec: FilterSpec, lines_removed: Counter[str]) -> Cleaner:
+    if not spec.enabled:
+        return _keep_all
+    low, high = spec.min_chars, spec.max_chars
+    checks = _checks(spec)
+    before, c4, after = _rules(spec), _c4_rules(spec), _fineweb_rules(spec)
+    most = max((n for n in _NGRAMS if getattr(spec, _NGRAMS[n]) is not None), default=1)
+    more = bool(before or c4.active or after)  # the reference rules: none set, none run
+
+    def check(text: str) -> tuple[str, str | None]:
+        # characters first, before the words are split: a huge document costs no word list
+        if low is not None and len(text) < low:
+            return text, TOO_FEW_CHARS
+        if high is not None and len(text) > high:
+            return text, TOO_MANY_CHARS
+        words = text.split()
+        for run in checks:
+            reason = run(text, words)
+            if reason is not None:
+                return text, reason
+        if not more:
+            return text, None
+        split = q.Split(text, most)  # its pieces are made when a rule first asks
+        if before and (reason := _first(before, split)) is not None:
+            return text, reason
+        if c4.active:
+            cut, reason = q.c4_pass(text, c4, lines_removed)
+            if reason is not None:
+                return text, reason
+            if cut is not text:
+                text, split = cut, q.Split(cut, most)
+        if after and (reason := _first(after, split)) is not None:
+            return text, reason
+        return text, None
+
+    return check
+
+
+def _keep_all(text: str) -> tuple[str, str | None]:
+    return text, None
+
+
+def _first(rules: list[Rule], split: q.Split) -> str | None:
+    for rule in rules:
+        reason = rule(split)
+        if reason is not None:
+            return reason
     return None
 
 
@@ -85,6 +178,114 @@ def _checks(spec: FilterSpec) -> list[Check]:
         checks.append(_duplicate_check(lines, chars))
     _bounded(checks, non_alpha_word_ratio, None, spec.max_non_alpha_word_ratio, "", NON_ALPHA_WORDS)
     return checks
+
+
+def _rules(spec: FilterSpec) -> list[Rule]:
+    """Gopher's repetition and remaining quality rules, on the text as it came."""
+    rules: list[Rule] = []
+    para, para_chars = (
+        spec.max_duplicate_paragraph_fraction,
+        spec.max_duplicate_paragraph_char_fraction,
+    )
+    if para is not None or para_chars is not None:
+        rules.append(_paragraph_rule(para, para_chars))
+    for n, reason in TOP_NGRAM.items():
+        top = getattr(spec, _NGRAMS[n])
+        if top is not None:
+            rules.append(_top_ngram_rule(n, top, reason))
+    for n, reason in DUPLICATE_NGRAMS.items():
+        dup = getattr(spec, _NGRAMS[n])
+        if dup is not None:
+            rules.append(_duplicate_ngram_rule(n, dup, reason))
+    _above(rules, q.bullet_line_ratio, spec.max_bullet_line_ratio, BULLET_LINES)
+    _above(rules, q.ellipsis_line_ratio, spec.max_ellipsis_line_ratio, ELLIPSIS_LINES)
+    if spec.min_stop_words is not None:
+        _below(rules, q.stop_words, spec.min_stop_words, TOO_FEW_STOP_WORDS)
+    return rules
+
+
+def _c4_rules(spec: FilterSpec) -> q.C4Rules:
+    return q.C4Rules(
+        max_word_length=spec.c4_max_word_length,
+        remove_citations=bool(spec.c4_remove_citations),
+        terminal_punctuation=bool(spec.c4_terminal_punctuation),
+        min_words_per_line=spec.c4_min_words_per_line,
+        lorem_ipsum=bool(spec.c4_lorem_ipsum),
+        javascript=bool(spec.c4_javascript),
+        curly_bracket=bool(spec.c4_curly_bracket),
+        policy=bool(spec.c4_policy),
+        min_sentences=spec.c4_min_sentences,
+    )
+
+
+def _fineweb_rules(spec: FilterSpec) -> list[Rule]:
+    """FineWeb's rules, on the text C4's line rules leave; a text without a line is dropped."""
+    rules: list[Rule] = []
+    if spec.min_line_punctuation_ratio is not None:
+        _below(rules, q.line_punctuation_ratio, spec.min_line_punctuation_ratio, LINE_PUNCTUATION)
+    length = spec.short_line_length
+    if length is not None:
+        _above(
+            rules, lambda s: q.short_line_ratio(s, length), spec.max_short_line_ratio, SHORT_LINES
+        )
+    _above(rules, q.char_duplicate_ratio, spec.max_char_duplicate_ratio, CHAR_DUPLICATES)
+    _above(rules, q.newline_word_ratio, spec.max_newline_word_ratio, LIST_RATIO)
+    if rules:
+        rules.insert(0, _no_lines)
+    return rules
+
+
+def _no_lines(split: q.Split) -> str | None:
+    return None if split.filled_lines else NO_LINES
+
+
+def _above(
+    rules: list[Rule], measure: Callable[[q.Split], float], high: float | None, reason: str
+) -> None:
+    """Append a rule dropping the text when `measure` exceeds `high` (None: no rule)."""
+    if high is None:
+        return
+
+    def rule(split: q.Split) -> str | None:
+        return reason if measure(split) > high else None
+
+    rules.append(rule)
+
+
+def _below(rules: list[Rule], measure: Callable[[q.Split], float], low: float, reason: str) -> None:
+    """Append a rule dropping the text when `measure` is under `low`."""
+
+    def rule(split: q.Split) -> str | None:
+        return reason if measure(split) < low else None
+
+    rules.append(rule)
+
+
+def _paragraph_rule(max_paragraphs: float | None, max_chars: float | None) -> Rule:
+    def rule(split: q.Split) -> str | None:
+        paragraphs, chars = q.paragraph_duplicates(split)
+        if max_paragraphs is not None and paragraphs > max_paragraphs:
+            return DUPLICATE_PARAGRAPHS
+        if max_chars is not None and chars > max_chars:
+            return DUPLICATE_PARAGRAPH_CHARS
+        return None
+
+    return rule
+
+
+def _top_ngram_rule(n: int, high: float, reason: str) -> Rule:
+    def rule(split: q.Split) -> str | None:
+        chars = split.ngrams.top_chars(n)
+        return reason if chars is not None and chars / max(len(split.text), 1) > high else None
+
+    return rule
+
+
+def _duplicate_ngram_rule(n: int, high: float, reason: str) -> Rule:
+    def rule(split: q.Split) -> str | None:
+        return reason if split.ngrams.duplicate_chars(n) / max(len(split.text), 1) > high else None
+
+    return rule
 
 
 def _bounded(
