@@ -77,7 +77,7 @@ def run_stage(
 
     cfg = load_config(config_path)
     preflight(cfg)  # the whole config, before the stage touches the data root
-    layout = Layout(root.resolve()).secure()  # raw/, work/, logs/ owner-only before any write
+    layout = Layout(root.resolve())
     progress = Progress(stage, emit)
     summary = STAGES[stage](cfg, layout, workers or os.cpu_count() or 1, progress, backend)
     return {

@@ -40,6 +40,7 @@ from corpus_assets.core.store.arrow import skip_pandas
 from corpus_assets.core.store.atomic import (
     MANIFEST,
     fresh_dir,
+    private_dir,
     publish_dir,
     remove_tree,
     write_json,
@@ -113,6 +114,7 @@ def _shard(
         progress.note(f"already published: {final.relative_to(layout.root)}")
         return result_of(final / MANIFEST, cached=True)
     work = layout.work(cfg, "shard")
+    private_dir(layout.work_root)  # pieces of unscrubbed documents go there: owner-only
     tasks = plan_tasks(layout, sources)
     screens = prepare(cfg, layout, work, progress)
     outputs = run_tasks(cfg, layout, tasks, work / "tasks", workers, progress, screens, session)

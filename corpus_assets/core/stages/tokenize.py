@@ -32,6 +32,7 @@ from corpus_assets.core.stages.backend import LOCAL, Backend
 from corpus_assets.core.stages.tokenize_pool import ShardTask, read_marker, run_shards
 from corpus_assets.core.store.atomic import (
     MANIFEST,
+    private_dir,
     publish_dir,
     remove_tree,
     write_json,
@@ -98,6 +99,7 @@ def tokenize(
             remove_tree(work)  # left if a run was killed right after publishing
             progress.note(f"tokens already built in {final.relative_to(layout.root)}")
             return _result(layout, final, published)
+        private_dir(layout.work_root)  # shard texts pass through there: owner-only
         out.mkdir(parents=True, exist_ok=True)
         markers.mkdir(parents=True, exist_ok=True)
         tasks = [_task(cfg, info, shards, entry, out, markers) for entry in shards.shards]
