@@ -151,7 +151,7 @@ CASES = {
         ("unknown key 'tokeniser' in the top level", "allowed: dataset, version, tokenizer")),
     "unknown key in filters": Case(
         {"in.jsonl": _jsonl(GOOD)}, _config(_spec(), filters={"dedupe": True}), 64,
-        ("unknown key 'dedupe' in [filters]", "allowed: enabled, min_chars")),
+        ("unknown key 'dedupe' in [filters]", "allowed: enabled, preset, min_chars")),
     "unparseable TOML": Case(
         {"in.jsonl": _jsonl(GOOD)}, 'dataset = "bad"\nversion = \n', 64,
         ("not valid TOML",), suffix=".toml"),
