@@ -83,7 +83,10 @@ class Session:
         self.env = {
             k: v
             for k, v in os.environ.items()
+            # a new user's shell: no data root or instance of ours, and not inside a make (under
+            # `make test`, MAKELEVEL would have the demo's make print "Entering directory")
             if k not in {"CORPUS_ROOT", "DAGSTER_HOME", "CORPUS_DAGSTER_PG_URL"}
+            and k not in {"MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES"}
         }
         self.env["HF_HUB_OFFLINE"] = "1"
 
