@@ -198,9 +198,8 @@ def _instance_url(args: argparse.Namespace) -> str | None:
 def cmd_verify(args: argparse.Namespace) -> int:
     from corpus_assets.core.stages.publish import verify_published
     from corpus_assets.core.stages.verify import verify_path
-    from corpus_assets.core.store.remote import is_remote
 
-    if is_remote(args.path) or args.path.startswith(("file://", "memory://")):
+    if "://" in args.path:  # a published build: s3://, https://, or any fsspec URL
         problems = verify_published(args.path)
     elif _is_task_output(Path(args.path)):
         return _verify_task_snapshot(Path(args.path))

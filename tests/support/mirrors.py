@@ -42,11 +42,6 @@ def wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, log: Path
     raise AssertionError(f"{what} did not listen on port {port} in 30 s")
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop a server started in its own process group, and wait for it."""
-    stop_group(proc, signal.SIGTERM, 10.0)
-
-
 @contextmanager
 def nginx(folder: Path, work: Path) -> Iterator[str]:
     """nginx serving `folder` on a free loopback port; yields its base URL."""
@@ -92,7 +87,7 @@ http {{
         wait_for_port(port, proc, "nginx", log)
         yield f"http://127.0.0.1:{port}"
     finally:
-        stop(proc)
+        stop_group(proc, signal.SIGTERM, 10.0)
 
 
 @dataclass
@@ -240,4 +235,4 @@ def s3_server(work: Path, auth_after: int | None = None) -> Iterator[dict[str, s
             "AWS_DEFAULT_REGION": "us-east-1",
         }
     finally:
-        stop(proc)
+        stop_group(proc, signal.SIGTERM, 10.0)

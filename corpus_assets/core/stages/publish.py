@@ -85,16 +85,13 @@ def publish(path: Path, url: str, note: Callable[[str], None]) -> dict[str, Any]
             f"publish: {shown(url)} already holds another build's {manifest.name}; "
             "publish to a new prefix (one prefix holds one build)"
         )
-    uploaded, skipped = [], []
-    for item in files:
-        target = f"{base.rstrip('/')}/{item.name}"
-        if _matches(fs, target, item, url):
-            skipped.append(item.name)
-            continue
-        note(f"publish: uploading {item.name} ({item.bytes:,} bytes)")
-        _put(fs, folder / item.name, target, url)
-        uploaded.append(item.name)
-    for item in files:  # read back every file before the manifest makes the build visible
+    uploaded: list[Listed] = []
+    for item in files:  # an object already there with the listed digest was just read back
+        if not _matches(fs, f"{base.rstrip('/')}/{item.name}", item, url):
+            note(f"publish: uploading {item.name} ({item.bytes:,} bytes)")
+            _put(fs, folder / item.name, f"{base.rstrip('/')}/{item.name}", url)
+            uploaded.append(item)
+    for item in uploaded:  # read back what went up before the manifest makes the build visible
         target = f"{base.rstrip('/')}/{item.name}"
         if not _matches(fs, target, item, url):
             note(f"publish: {item.name} read back wrong; uploading it again")
@@ -111,7 +108,7 @@ def publish(path: Path, url: str, note: Callable[[str], None]) -> dict[str, Any]
         "manifest": manifest.name,
         "files": len(files),
         "uploaded": len(uploaded) + (existing is None),
-        "skipped": len(skipped),
+        "skipped": len(files) - len(uploaded),
         "bytes": sum(f.bytes for f in files),
     }
 
