@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from corpus_assets.core.config import PiiSpec
+from corpus_assets.core.text import spaced_phones
 from corpus_assets.core.text.pii import KINDS, Scrubber
 
 SCRUB = Scrubber(PiiSpec())
@@ -216,3 +217,18 @@ def test_any_mix_of_numbers_scrubs_without_error_and_stays_scrubbed(
     out, counts = SCRUB.scrub(text)
     assert sum(counts.values()) == len(SCRUB.find(text))
     assert SCRUB.scrub(out) == (out, dict.fromkeys(KINDS, 0))
+
+
+@settings(max_examples=1000, derandomize=True, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(PIECES), st.sampled_from(["", " ", "\n"])), max_size=16),
+    st.sampled_from([0, 150, 400]),
+)
+def test_runs_finds_what_a_scan_of_the_whole_text_finds(
+    pieces: list[tuple[str, str]], padding: int
+) -> None:
+    """Short texts are searched with one regex, long ones from the first gap the single-character
+    finds see: both find every run a scan from the start finds, and no other."""
+    text = "word " * (padding // 5) + "".join(piece + gap for piece, gap in pieces)
+    spans = [m.span() for m in spaced_phones.runs(text)]
+    assert spans == [m.span() for m in spaced_phones.RUN.finditer(text)]

@@ -40,6 +40,7 @@ from corpus_assets.core.store.atomic import atomic_writer, write_bytes, write_js
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.progress import Progress
 from corpus_assets.core.text.filters import QualityFilter
+from corpus_assets.core.text.language import language_id
 from corpus_assets.core.text.minhash import signatures
 from corpus_assets.core.text.normalize import exact_key, normalize
 from corpus_assets.core.text.pii import Scrubber
@@ -56,6 +57,11 @@ TASK_SCHEMA = pa.schema(
     ]
     + [(f"pii_{k}", pa.int32()) for k in PII_KINDS]
 )
+LANGUAGE_FIELDS = [("language", pa.string()), ("language_score", pa.float32())]
+"""Columns of the task files and shards when `[filters] languages` is set."""
+TASK_DICTIONARY = ["source", "license"]
+"""The task file's columns worth a dictionary: ids and texts are distinct, and building a
+dictionary of them only to abandon it costs ~4 µs a short document."""
 
 
 @dataclass(frozen=True)
@@ -191,6 +197,8 @@ def run_task(
     """Screen and filter one row group; write survivors, their keys and signatures, the marker."""
     table = read_task(task)
     quality = QualityFilter(cfg.model.filters)  # C4's line rules may shorten a kept text
+    langid = language_id(cfg.model.filters)
+    found: dict[int, tuple[str, float]] = {}  # row: its language and score
     screening = Screening()
     ids = table.column("id").to_pylist() if screens.active else []
     sources = table.column("source").to_pylist() if screens.active else []
@@ -211,6 +219,9 @@ def run_task(
             screening.drop(EXCLUDED, listed[row], doc(row), by="id")
             continue
         text, reason = quality(normalize(raw))
+        if reason is None and langid is not None:  # after the cheap rules: it costs more
+            language, score, reason = langid(text)
+            found[row] = (language, score)
         if reason is None:
             rows.append(row)
             texts.append(text)
@@ -225,7 +236,10 @@ def run_task(
         ]
         rows = [r for r, t in screened if t is not None]
         texts = [t for _r, t in screened if t is not None]
-    kept = _write_task(cfg, table, rows, texts, task_dir, task.index, screens, screening, doc)
+    languages = found if langid is not None else None
+    kept = _write_task(
+        cfg, table, rows, texts, task_dir, task.index, screens, screening, doc, languages
+    )
     for key, n in screening.counts.items():
         reason = key.split("/", 1)[0]
         if reason != "cut":
@@ -256,6 +270,7 @@ def _write_task(
     screens: Screens,
     screening: Screening,
     doc: Any,
+    languages: dict[int, tuple[str, float]] | None = None,
 ) -> int:
     """Scrub PII, key the texts as they will be written (dedup compares those), drop the ones
     an earlier build holds, then write the rest with their keys and signatures; how many."""
@@ -287,9 +302,15 @@ def _write_task(
         "text_bytes": [len(t.encode("utf-8")) for t in scrubbed],
         **{f"pii_{k}": counts[k] for k in PII_KINDS},
     }
+    schema = TASK_SCHEMA
+    if languages is not None:
+        columns["language"] = [languages[r][0] for r in rows]
+        columns["language_score"] = [languages[r][1] for r in rows]
+        schema = pa.schema([*TASK_SCHEMA, *LANGUAGE_FIELDS])
     # no folder fsync for the task's files: the marker's, written after them, covers them
     with atomic_writer(task_path(task_dir, index, ".parquet"), sync_dir=False) as fh:
-        pq.write_table(pa.table(columns, schema=TASK_SCHEMA), fh, compression="zstd")
+        table = pa.table(columns, schema=schema)
+        pq.write_table(table, fh, compression="zstd", use_dictionary=TASK_DICTIONARY)
     return len(rows)
 
 

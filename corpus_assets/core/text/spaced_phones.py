@@ -26,6 +26,8 @@ RUN = re.compile(
 )
 _REACH = len("+123 (0)12345678 ")  # the farthest a run's first " <digit>" ends from its start
 _PEEK = 16  # occurrences of a character looked at before RUN takes over
+_GAP = re.compile(r"\d \d", re.ASCII)
+_SHORT = 300  # characters: below, one regex scan for the first gap beats ten single finds
 _GROUP = re.compile(r"\d+", re.ASCII)
 _CUE_BEFORE = re.compile(
     r"""(?i:\b(?:tel(?:ephone)?|phone|ph|mob(?:ile)?|cell(?:phone)?|fax|whats\ ?app|call|dial)
@@ -53,9 +55,13 @@ _E164_DIGITS = range(8, 16)
 
 def runs(text: str) -> Iterator[re.Match[str]]:
     """Every RUN in the text, searched for from a little before its first `5 5` (each has one)."""
-    first = len(text)
-    for digit in "0123456789":
-        first = _first_gap(text, digit, first)
+    if len(text) < _SHORT:
+        gap = _GAP.search(text)
+        first = len(text) if gap is None else gap.start()
+    else:
+        first = len(text)
+        for digit in "0123456789":
+            first = _first_gap(text, digit, first)
     return iter(()) if first == len(text) else RUN.finditer(text, max(0, first + 2 - _REACH))
 
 
