@@ -224,7 +224,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     if _is_task_output(path):
         from corpus_assets.tasks.snapshot import load_snapshot
 
-        path = load_snapshot(path.parent if path.is_file() else path).path
+        path = Path(str(load_snapshot(path.parent if path.is_file() else path).path))
     else:
         problems = verify_path(path)
         for problem in problems:

@@ -10,6 +10,11 @@
 The token stream is every shard's `.bin` in manifest order; each document is followed by EOS.
 `import corpus_assets` stays light (the `corpus` CLI imports it): numpy is imported when a
 dataset is opened, pyarrow only when `provenance` reads ids from the shard Parquet.
+
+A published build opens by its URL (`s3://BUCKET/PREFIX`, `https://…`, `hf://…`, any fsspec
+URL that `corpus publish` wrote to): the token and index files are read where they are, by
+ranged reads of REMOTE_BLOCK bytes cached per file (REMOTE_CACHE_BLOCKS of them), never copied
+whole. Run `corpus verify URL` once to check the published bytes against the manifest.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import bisect
 import json
 import os
+import posixpath
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +34,10 @@ if TYPE_CHECKING:
 
 MANIFEST = "_MANIFEST.json"
 _DTYPES = {"uint16": "<u2", "uint32": "<u4"}
+REMOTE_BLOCK = 1 << 20
+"""Bytes a ranged read of a published file fetches at least."""
+REMOTE_CACHE_BLOCKS = 32
+"""Blocks of each published file kept in memory."""
 
 
 @dataclass(frozen=True)
@@ -42,29 +52,38 @@ class Provenance:
 @dataclass(frozen=True)
 class _Part:
     shard: str
-    tokens: npt.NDArray[Any]
-    ends: npt.NDArray[np.uint64]
+    tokens: npt.NDArray[Any] | _RemoteArray
+    ends: npt.NDArray[np.uint64] | _RemoteArray
 
 
 class TokenDataset:
-    """A token build (its folder or `_MANIFEST.json`), read by memory map."""
+    """A token build (its folder or `_MANIFEST.json`), read by memory map; or a published one
+    (its URL), read by ranged reads.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._open(Path(path))
+    `shards` names the shards build that `provenance` reads ids from (a folder or URL) where it
+    is not where the token manifest's relative `shards_manifest` points.
+    """
 
-    def __getstate__(self) -> dict[str, str]:
-        """Pickles as its path (for data-loader workers), never as the mapped tokens."""
-        return {"path": str(self.manifest_path)}
+    def __init__(
+        self, path: str | os.PathLike[str], shards: str | os.PathLike[str] | None = None
+    ) -> None:
+        self._open(os.fspath(path), None if shards is None else os.fspath(shards))
 
-    def __setstate__(self, state: dict[str, str]) -> None:
-        self._open(Path(state["path"]))
+    def __getstate__(self) -> dict[str, str | None]:
+        """Pickles as its location (for data-loader workers), never as the mapped tokens."""
+        return {"path": self._files.manifest, "shards": self._shards}
 
-    def _open(self, p: Path) -> None:
+    def __setstate__(self, state: dict[str, str | None]) -> None:
+        self._open(str(state["path"]), state.get("shards"))
+
+    def _open(self, location: str, shards: str | None) -> None:
         import numpy as np
 
-        self.manifest_path = p / MANIFEST if p.is_dir() else p
-        self.folder = self.manifest_path.parent
-        self.manifest: dict[str, Any] = json.loads(self.manifest_path.read_text("utf-8"))
+        self._files: _Files = _RemoteFiles(location) if _is_url(location) else _LocalFiles(location)
+        self._shards = shards
+        self.manifest_path: Path | str = self._files.manifest_path
+        self.folder: Path | str = self._files.folder
+        self.manifest: dict[str, Any] = json.loads(self._files.manifest_bytes())
         if self.manifest.get("kind") != "tokens":
             raise ValueError(f"{self.manifest_path} is not a token build manifest")
         self.dtype = np.dtype(_DTYPES[self.manifest["dtype"]])
@@ -80,12 +99,12 @@ class TokenDataset:
         self._tok_starts = _cumulative([len(p.tokens) for p in self._parts])
         self._ids: dict[str, Any] = {}
 
-    def _map(self, entry: dict[str, Any], dtype: Any) -> npt.NDArray[Any]:
+    def _map(self, entry: dict[str, Any], dtype: Any) -> npt.NDArray[Any] | _RemoteArray:
         import numpy as np
 
         if entry["bytes"] == 0:  # mmap cannot map an empty file
             return np.zeros(0, dtype=dtype)
-        return np.memmap(self.folder / entry["name"], dtype=dtype, mode="r")
+        return self._files.array(entry["name"], np.dtype(dtype), entry["bytes"])
 
     def __len__(self) -> int:
         return self._doc_starts[-1]
@@ -154,10 +173,19 @@ class TokenDataset:
 
     def _shard_ids(self, shard: str) -> _ShardIds:
         if shard not in self._ids:
-            shards_folder = (self.folder / self.manifest["shards_manifest"]).parent
-            self._ids[shard] = _ShardIds(shards_folder / shard)
+            if self._shards is not None:
+                files = _RemoteFiles(self._shards) if _is_url(self._shards) else None
+                folder = files.folder if files else str(_LocalFiles(self._shards).folder)
+            else:
+                files = self._files if isinstance(self._files, _RemoteFiles) else None
+                folder = self._files.relative(self.manifest["shards_manifest"], parent=True)
+            self._ids[shard] = _ShardIds(folder, shard, files)
         ids: _ShardIds = self._ids[shard]
         return ids
+
+    def close(self) -> None:
+        """Close a published build's open files (a local build holds only memory maps)."""
+        self._files.close()
 
     def __repr__(self) -> str:
         return (
@@ -169,12 +197,19 @@ class TokenDataset:
 class _ShardIds:
     """Ids of one shard's rows, read one row group at a time."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, folder: str, shard: str, remote: _RemoteFiles | None) -> None:
         import pyarrow.parquet as pq
 
-        if not path.is_file():
-            raise FileNotFoundError(f"shard {path} is not there: provenance ids need the shards")
-        self.file = pq.ParquetFile(path)
+        if remote is None:
+            path = Path(folder) / shard
+            if not path.is_file():
+                raise FileNotFoundError(
+                    f"shard {path} is not there: provenance ids need the shards "
+                    "(TokenDataset(..., shards=FOLDER_OR_URL) says where they are)"
+                )
+            self.file = pq.ParquetFile(path)
+        else:
+            self.file = pq.ParquetFile(remote.open(posixpath.join(folder, shard)))
         meta = self.file.metadata
         self.starts = _cumulative([meta.row_group(g).num_rows for g in range(meta.num_row_groups)])
         self.cached: tuple[int, list[Any]] | None = None
@@ -185,6 +220,123 @@ class _ShardIds:
             ids = self.file.read_row_group(group, columns=["id"]).column(0).to_pylist()
             self.cached = (group, ids)
         return str(self.cached[1][row - self.starts[group]])
+
+
+def _is_url(location: str) -> bool:
+    return "://" in location
+
+
+class _LocalFiles:
+    """A build folder on disk: files are memory-mapped."""
+
+    def __init__(self, location: str) -> None:
+        p = Path(location)
+        self.manifest_path = p / MANIFEST if p.is_dir() else p
+        self.folder = self.manifest_path.parent
+        self.manifest = str(self.manifest_path)
+
+    def manifest_bytes(self) -> bytes:
+        return self.manifest_path.read_bytes()
+
+    def array(self, name: str, dtype: np.dtype[Any], size: int) -> npt.NDArray[Any]:
+        import numpy as np
+
+        return np.memmap(self.folder / name, dtype=dtype, mode="r")
+
+    def relative(self, path: str, parent: bool = False) -> str:
+        target = self.folder / path
+        return str(target.parent if parent else target)
+
+    def close(self) -> None:
+        pass
+
+
+class _RemoteFiles:
+    """A published build behind a URL, read through fsspec: the manifest whole, the rest in
+    ranged reads."""
+
+    def __init__(self, location: str) -> None:
+        import fsspec
+
+        self.fs, path = fsspec.core.url_to_fs(location)
+        if not path.endswith(".json"):
+            path = posixpath.join(path.rstrip("/"), MANIFEST)
+        self._scheme = location.split("://", 1)[0]
+        self.manifest = f"{self._scheme}://{path}" if "://" not in path else path
+        self.manifest_path = self.manifest
+        self._manifest_key = path
+        self.folder = posixpath.dirname(path)
+        self._open: list[Any] = []
+
+    def manifest_bytes(self) -> bytes:
+        try:
+            data: bytes = self.fs.cat_file(self._manifest_key)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{self.manifest}: no token build manifest there") from None
+        return data
+
+    def open(self, path: str) -> Any:
+        fh = self.fs.open(
+            path,
+            "rb",
+            block_size=REMOTE_BLOCK,
+            cache_type="blockcache",
+            cache_options={"maxblocks": REMOTE_CACHE_BLOCKS},
+        )
+        self._open.append(fh)
+        return fh
+
+    def array(self, name: str, dtype: np.dtype[Any], size: int) -> _RemoteArray:
+        return _RemoteArray(self.open(posixpath.join(self.folder, name)), dtype, size)
+
+    def relative(self, path: str, parent: bool = False) -> str:
+        target = posixpath.normpath(posixpath.join(self.folder, path))
+        return posixpath.dirname(target) if parent else target
+
+    def close(self) -> None:
+        for fh in self._open:
+            fh.close()
+        self._open.clear()
+
+
+class _RemoteArray:
+    """A published file of fixed-size items: `len`, an item, or a slice (step 1) read as a new
+    read-only array."""
+
+    def __init__(self, fh: Any, dtype: np.dtype[Any], size: int) -> None:
+        self.fh, self.dtype = fh, dtype
+        self.count = size // dtype.itemsize
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, key: int | slice) -> Any:
+        if isinstance(key, slice):
+            start, stop, step = key.indices(self.count)
+            if step != 1:
+                raise ValueError("a published token file is read in slices of step 1")
+            return self._read(start, max(stop, start))
+        i = key + self.count if key < 0 else key
+        if not 0 <= i < self.count:
+            raise IndexError(f"item {key} out of range ({self.count} items)")
+        return self._read(i, i + 1)[0]
+
+    def _read(self, start: int, stop: int) -> npt.NDArray[Any]:
+        import numpy as np
+
+        size = self.dtype.itemsize
+        self.fh.seek(start * size)
+        data = self.fh.read((stop - start) * size)
+        if len(data) != (stop - start) * size:
+            raise OSError(
+                f"{self.fh.path}: short read at byte {start * size} (changed since "
+                "it was published? corpus verify URL checks it)"
+            )
+        out = np.frombuffer(data, dtype=self.dtype)
+        return out
+
+
+_Files = _LocalFiles | _RemoteFiles
 
 
 def _idx(bin_name: str) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from corpus_assets.core.errors import ConfigError, DataError
 from corpus_assets.core.store.atomic import disk_error, fsync_dir
+from corpus_assets.core.store.remote import RemotePath
 from corpus_assets.tasks.files import PRIVATE_DIR, PRIVATE_FILE, private_dir, write_private_json
 from corpus_assets.tasks.snapshot import (
     MANIFEST,
@@ -37,7 +38,8 @@ def snapshot_folder_of(path: Path) -> Path | None:
 
 def export_hf_dataset(snapshot: Snapshot | str | Path, dest: str | Path) -> Path:
     """Verify the snapshot and write its training rows as a `datasets` dataset to new `dest`."""
-    snap = load_snapshot(snapshot.path if isinstance(snapshot, Snapshot) else snapshot)
+    source = snapshot.path if isinstance(snapshot, Snapshot) else snapshot
+    snap = load_snapshot(source.url if isinstance(source, RemotePath) else source)
     target = Path(dest).absolute()
     if target.exists():
         raise ConfigError(f"{target} already exists; choose a new folder")
@@ -71,7 +73,9 @@ def _save_dataset(snap: Snapshot, staging: Path) -> None:
     source = {
         "kind": "task_snapshot",
         "dataset_id": snap.dataset_id,
-        "snapshot_path": str(snap.path.absolute()),
+        "snapshot_path": str(
+            snap.path if isinstance(snap.path, RemotePath) else snap.path.absolute()
+        ),
         "rows": snap.rows,
     }
     write_private_json(staging / EXPORT_SOURCE, source)

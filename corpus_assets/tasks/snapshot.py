@@ -23,12 +23,16 @@ from typing import IO, Any
 from corpus_assets.core.config import canon, sha256_hex
 from corpus_assets.core.errors import ConfigError, DataError
 from corpus_assets.core.store.atomic import disk_error, dump_json, fsync_dir, fsync_tree
+from corpus_assets.core.store.remote import RemotePath
 from corpus_assets.tasks.files import (
     jsonl_line,
     private_dir,
     private_writer,
 )
 from corpus_assets.tasks.types import JSON, PublicTask
+
+Folder = Path | RemotePath
+"""Where a snapshot's files are read: a folder on disk, or the URL it was published to."""
 
 PUBLIC = "public.jsonl"
 REFERENCES = "references.jsonl"
@@ -223,13 +227,13 @@ def publish_folder(staging: Path, final: Path) -> None:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """A verified snapshot folder and its manifest.
+    """A verified snapshot folder (or published URL: a `RemotePath`) and its manifest.
 
     `training_rows()` verifies the folder again and returns a list; the other row readers
     stream their file line by line as it is now.
     """
 
-    path: Path
+    path: Folder
     manifest: dict[str, Any]
 
     @property
@@ -275,16 +279,16 @@ class Snapshot:
         return _read_jsonl(self.path, PROBES)
 
 
-def _read_jsonl(folder: Path, name: str) -> Iterator[dict[str, Any]]:
+def _read_jsonl(folder: Folder, name: str) -> Iterator[dict[str, Any]]:
     """The rows of one JSONL file; a bad line is a DataError naming the file and line."""
-    with open(folder / name, "rb") as fh:
+    with (folder / name).open("rb") as fh:
         for number, line in enumerate(fh, start=1):
             if not line.endswith(b"\n"):
                 raise DataError(f"snapshot {folder}: {name} line {number}: truncated (no newline)")
             yield _parse(folder, name, line, number)
 
 
-def _parse(folder: Path, name: str, data: bytes, number: int) -> Any:
+def _parse(folder: Folder, name: str, data: bytes, number: int) -> Any:
     try:
         return json.loads(data)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
@@ -292,21 +296,26 @@ def _parse(folder: Path, name: str, data: bytes, number: int) -> Any:
 
 
 def load_snapshot(path: str | Path) -> Snapshot:
-    """The verified snapshot at `path` (or in `path/dataset`); any problem is one DataError."""
-    folder = _snapshot_folder(Path(path))
+    """The verified snapshot at `path` (or in `path/dataset`); any problem is one DataError.
+
+    `path` may be the URL a snapshot was published to (`corpus publish`: `s3://…`, `https://…`,
+    any fsspec URL): its files are verified and read where they are, streaming.
+    """
+    where = str(path)
+    folder = _snapshot_folder(RemotePath(where) if "://" in where else Path(path))
     manifest = _read_manifest(folder)
     _verify(folder, manifest)
     return Snapshot(folder, manifest)
 
 
-def _verify(folder: Path, manifest: dict[str, Any]) -> None:
+def _verify(folder: Folder, manifest: dict[str, Any]) -> None:
     """The files in `folder` against `manifest`: listing, digests, identity, row alignment."""
     _check_listing(folder)
     _check_files(folder, manifest)
     _check_alignment(folder)
 
 
-def _snapshot_folder(path: Path) -> Path:
+def _snapshot_folder(path: Folder) -> Folder:
     """The snapshot folder: `path` itself, or the `dataset/` of a job folder."""
     if not path.is_dir():
         raise DataError(f"snapshot {path}: no such folder")
@@ -315,7 +324,7 @@ def _snapshot_folder(path: Path) -> Path:
     return path
 
 
-def _read_manifest(folder: Path) -> dict[str, Any]:
+def _read_manifest(folder: Folder) -> dict[str, Any]:
     """The parsed manifest with the shape `load_snapshot` relies on, else DataError."""
     where = f"snapshot {folder}: {MANIFEST}"
     if not (folder / MANIFEST).is_file():
@@ -349,7 +358,7 @@ def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _check_listing(folder: Path) -> None:
+def _check_listing(folder: Folder) -> None:
     """Only the data files and the manifest (dotfiles aside); each data file present."""
     names = {p.name for p in folder.iterdir() if not p.name.startswith(".")}
     unknown = sorted(names - {*DATA_FILES, MANIFEST})
@@ -360,7 +369,7 @@ def _check_listing(folder: Path) -> None:
             raise DataError(f"snapshot {folder}: {name} missing")
 
 
-def _check_files(folder: Path, manifest: dict[str, Any]) -> None:
+def _check_files(folder: Folder, manifest: dict[str, Any]) -> None:
     """Every data file's sha256, size and row count as listed; the dataset_id recomputed."""
     digests: dict[str, str] = {}
     for name in DATA_FILES:
@@ -382,7 +391,7 @@ def _check_files(folder: Path, manifest: dict[str, Any]) -> None:
         )
 
 
-def _check_digest(folder: Path, name: str, entry: dict[str, Any], sha: str) -> None:
+def _check_digest(folder: Folder, name: str, entry: dict[str, Any], sha: str) -> None:
     if sha != entry["sha256"]:
         raise DataError(
             f"snapshot {folder}: {name} sha256 mismatch "
@@ -390,11 +399,11 @@ def _check_digest(folder: Path, name: str, entry: dict[str, Any], sha: str) -> N
         )
 
 
-def _digest(path: Path) -> tuple[str, int, int]:
+def _digest(path: Folder) -> tuple[str, int, int]:
     """sha256, byte size and newline count of a file, in one streaming pass."""
     sha = hashlib.sha256()
     size = lines = 0
-    with open(path, "rb") as fh:
+    with path.open("rb") as fh:
         while chunk := fh.read(CHUNK):
             sha.update(chunk)
             size += len(chunk)
@@ -402,7 +411,7 @@ def _digest(path: Path) -> tuple[str, int, int]:
     return sha.hexdigest(), size, lines
 
 
-def _check_alignment(folder: Path) -> None:
+def _check_alignment(folder: Folder) -> None:
     """Row i has one task_id across the aligned files; ids distinct; probes ordered."""
     alignment = _Alignment()
     readers = [_read_jsonl(folder, name) for name in ALIGNED_FILES]

@@ -475,3 +475,76 @@ def _store_file(url: str, name: str, info: dict[str, Any]) -> RemoteFile:
         version_id=info.get("VersionId") or info.get("version_id"),
         last_modified=str(modified) if modified is not None else None,
     )
+
+
+@contextlib.contextmanager
+def _reading(url: str) -> Iterator[None]:
+    """`store_errors` for a reader: what the network did is an OSError naming the URL."""
+    try:
+        with store_errors("published build", url):
+            yield
+    except _Retry as exc:
+        raise OSError(f"published build: {shown(url)}: {exc}") from None
+
+
+class RemotePath:
+    """A folder or file behind an fsspec URL, with the few `Path` methods a reader of a published
+    build needs: `/`, `name`, `exists`, `is_file`, `is_dir`, `iterdir`, `open("rb")` (streaming,
+    ranged reads) and `read_bytes`. It prints as its URL, without credentials or query."""
+
+    def __init__(self, url: str, fs: Any = None, path: str | None = None) -> None:
+        self.url = url.rstrip("/")
+        if fs is None or path is None:
+            fs, path = filesystem(self.url, "published build")
+        self.fs, self.path = fs, str(path).rstrip("/")
+
+    def __truediv__(self, name: str) -> RemotePath:
+        return RemotePath(f"{self.url}/{name}", self.fs, f"{self.path}/{name}")
+
+    def __str__(self) -> str:
+        return shown(self.url)
+
+    def __repr__(self) -> str:
+        return f"RemotePath({shown(self.url)!r})"
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+    def _info(self) -> dict[str, Any] | None:
+        with _reading(self.url):
+            try:
+                info: dict[str, Any] = self.fs.info(self.path)
+            except FileNotFoundError:
+                return None
+        return info
+
+    def exists(self) -> bool:
+        return self._info() is not None
+
+    def is_file(self) -> bool:
+        info = self._info()
+        return info is not None and info.get("type") == "file"
+
+    def is_dir(self) -> bool:
+        """A prefix holding something (object stores have no empty folders)."""
+        with _reading(self.url):
+            return bool(self.fs.isdir(self.path))
+
+    def iterdir(self) -> Iterator[RemotePath]:
+        with _reading(self.url):
+            found = self.fs.ls(self.path, detail=False)
+        for path in sorted(found):
+            name = str(path).rstrip("/").rsplit("/", 1)[-1]
+            yield self / name
+
+    def open(self, mode: str = "rb") -> Any:
+        if mode != "rb":
+            raise ValueError(f"{self}: a published build is opened for reading ('rb') only")
+        with _reading(self.url):
+            return self.fs.open(self.path, "rb", block_size=FSSPEC_BLOCK)
+
+    def read_bytes(self) -> bytes:
+        with _reading(self.url):
+            data: bytes = self.fs.cat_file(self.path)
+        return data
