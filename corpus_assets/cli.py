@@ -150,6 +150,10 @@ def cmd_build(args: argparse.Namespace) -> int:
     if backend.is_ray:
         settings.update(backend="ray", ray_address=backend.ray_address)
     runner = StageRunner(**settings) if settings else None
+    if args.publish:  # a URL that cannot be published to fails before the build
+        from corpus_assets.core.stages.publish import check_destination
+
+        check_destination(args.publish)
     run = driver.build_task if task else driver.build
     result = run(
         Path(args.file),
@@ -159,6 +163,17 @@ def cmd_build(args: argparse.Namespace) -> int:
         verbose=args.verbose,
         progress=args.progress or None,
     )
+    if args.publish and result.exit_code == EXIT_OK:
+        from corpus_assets.core.errors import CorpusError
+
+        try:
+            result.summary["published"] = _publish_build(
+                result.summary, root.resolve(), args.publish
+            )
+        except CorpusError as exc:  # the build stands: say so, then fail as the publish did
+            result.summary["published"] = {"error": str(exc)}
+            _print_json(result.summary)
+            raise
     _print_json(result.summary)
     return result.exit_code
 
@@ -216,11 +231,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
+    _print_json(_publish_verified(Path(args.path), args.url))
+    return EXIT_OK
+
+
+def _publish_verified(path: Path, url: str) -> dict[str, Any]:
+    """Verify the build or snapshot at `path`, then publish it to `url` (DataError if it does
+    not verify: nothing is uploaded)."""
     from corpus_assets.core.errors import DataError
     from corpus_assets.core.stages.publish import publish
     from corpus_assets.core.stages.verify import verify_path
 
-    path = Path(args.path)
     if _is_task_output(path):
         from corpus_assets.tasks.snapshot import load_snapshot
 
@@ -233,8 +254,24 @@ def cmd_publish(args: argparse.Namespace) -> int:
             raise DataError(
                 f"{path}: {len(problems)} problem(s) found; only a verified build is published"
             )
-    _print_json(publish(path, args.url, _emit))
-    return EXIT_OK
+    return publish(path, url, _emit)
+
+
+def _publish_build(summary: dict[str, Any], root: Path, url: str) -> dict[str, Any]:
+    """`corpus build --publish URL`: the build's shards and tokens (or a task config's
+    snapshot) under URL, each at its path under the data root, so a published token build
+    finds its shards as on disk."""
+    base = url.rstrip("/")
+    out: dict[str, Any] = {}
+    for kind, key in (("shards", "shards_manifest"), ("tokens", "tokens_manifest")):
+        if summary.get(key):
+            folder = (root / summary[key]).parent
+            out[kind] = _publish_verified(folder, f"{base}/{folder.relative_to(root).as_posix()}")
+    if summary.get("dataset_path"):
+        folder = Path(summary["dataset_path"])
+        where = folder.relative_to(root) if folder.is_relative_to(root) else Path(folder.name)
+        out["tasks"] = _publish_verified(folder, f"{base}/{where.as_posix()}")
+    return out
 
 
 def _is_task_output(path: Path) -> bool:
@@ -479,6 +516,13 @@ def _add_dagster_commands(sub: Any) -> None:
         "--progress",
         action="store_true",
         help="print the stages' progress even when stderr is not a terminal",
+    )
+    b.add_argument(
+        "--publish",
+        metavar="URL",
+        default=None,
+        help="after a successful build, publish its shards and tokens (or task snapshot) under "
+        "URL (s3://BUCKET/PREFIX or any fsspec URL), each at its path under the data root",
     )
     b.set_defaults(func=cmd_build)
 

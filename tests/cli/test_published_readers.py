@@ -164,3 +164,51 @@ def test_a_changed_byte_in_a_published_snapshot_is_a_data_error(
 def test_a_url_that_holds_no_snapshot_is_a_data_error(s3: dict[str, str]) -> None:
     with pytest.raises(DataError, match=re.escape("snapshot s3://pub/tasks/none: no such folder")):
         load_snapshot("s3://pub/tasks/none")
+
+
+def test_corpus_build_publish_puts_shards_and_tokens_where_the_tokens_find_their_shards(
+    tmp_path: Path, s3: dict[str, str]
+) -> None:
+    root = tmp_path / "data"
+    done = run_corpus("build", EXAMPLE, "--root", root, "--publish", "s3://pub/builds", env=s3)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    tokens_rel = str(Path(summary["tokens_manifest"]).parent)
+    shards_rel = str(Path(summary["shards_manifest"]).parent)
+    assert summary["published"]["tokens"]["url"] == f"s3://pub/builds/{tokens_rel}"
+    assert summary["published"]["shards"]["url"] == f"s3://pub/builds/{shards_rel}"
+    for rel in (tokens_rel, shards_rel):
+        verified = run_corpus("verify", f"s3://pub/builds/{rel}", env=s3)
+        assert verified.returncode == 0, verified.stderr
+    local = TokenDataset(root / tokens_rel)
+    remote = TokenDataset(f"s3://pub/builds/{tokens_rel}")  # its shards found by the manifest
+    try:
+        assert len(remote) == len(local)
+        assert remote.provenance(len(local) - 1) == local.provenance(len(local) - 1)
+    finally:
+        remote.close()
+
+
+def test_corpus_build_publish_refuses_a_url_with_credentials_before_building(
+    tmp_path: Path, s3: dict[str, str]
+) -> None:
+    root = tmp_path / "data"
+    url = "s3://key:hunter2@pub/builds"
+    done = run_corpus("build", EXAMPLE, "--root", root, "--publish", url, env=s3)
+    assert done.returncode == 64, done.stderr
+    assert "has a user or password in it" in done.stderr and "hunter2" not in done.stderr
+    assert not (root / "corpus").exists()  # nothing was built
+
+
+def test_a_publish_that_fails_after_the_build_keeps_the_build_and_says_why(
+    tmp_path: Path, s3: dict[str, str]
+) -> None:
+    root = tmp_path / "data"
+    done = run_corpus(
+        "build", EXAMPLE, "--root", root, "--publish", "s3://no-such-bucket/x", env=s3
+    )
+    assert done.returncode == 65, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["success"] is True
+    assert "no-such-bucket" in summary["published"]["error"]
+    assert (root / summary["tokens_manifest"]).is_file()  # the build stands

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from corpus_assets.core.errors import ConfigError, DataError
 from corpus_assets.core.store.atomic import MANIFEST
@@ -71,8 +72,21 @@ def listed_files(manifest_name: str, doc: dict[str, Any], where: str) -> list[Li
         raise DataError(f"{where}: malformed manifest ({type(exc).__name__}: {exc})") from None
 
 
+def check_destination(url: str) -> None:
+    """A URL a build can be published to: one fsspec reads, with no user or password in it
+    (credentials come from the environment); ConfigError otherwise."""
+    parts = urlsplit(url)
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError(
+            f"publish: {shown(url)} has a user or password in it; credentials come from the "
+            "environment (AWS_ACCESS_KEY_ID, ~/.aws, HF_TOKEN)"
+        )
+    filesystem(url, "publish")
+
+
 def publish(path: Path, url: str, note: Callable[[str], None]) -> dict[str, Any]:
     """Upload the verified build at `path` to `url`, data files first, manifest last."""
+    check_destination(url)
     manifest = manifest_of(path)
     folder = manifest.parent
     doc = json.loads(manifest.read_text(encoding="utf-8"))
