@@ -1,7 +1,9 @@
 """Remote sources against real servers on loopback: nginx behind a proxy that cuts, stalls and
-answers 503, and moto's S3 server. Each test compares what a remote fetch put in the raw cache
-(or the shards) with the same file read from disk, and shows its fault happened: the proxy
-counts the connections it cut and the bytes it passed on; a killed fetch is really gone."""
+answers 503, moto's S3 server, and a Hub API of our own for `hf://` (tests/support/hub.py; the
+client is huggingface_hub's real HfFileSystem). Each test compares what a remote fetch put in
+the raw cache (or the shards) with the same file read from disk, and shows its fault happened:
+the proxy counts the connections it cut and the bytes it passed on; a killed fetch is really
+gone."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from support.corpus import run_corpus, start_corpus
+from support.hub import blob_id, hub
 from support.mirrors import FaultProxy, fault_proxy, nginx, s3_server
 from support.waiting import wait_for
 
@@ -284,3 +287,31 @@ def test_an_s3_source_with_refused_credentials_is_exit_64(tmp_path: Path) -> Non
         done = fetch(config(tmp_path, "s3://corpora/web/part-0.jsonl"), tmp_path / "data", env)
         assert done.returncode == 64, done.stderr
         assert "credentials" in done.stderr and "testing" not in done.stderr
+
+
+def test_an_hf_glob_source_gives_the_documents_of_the_same_local_file(tmp_path: Path) -> None:
+    lines = TINY.read_bytes().splitlines(keepends=True)
+    data = tmp_path / "hub" / "owner" / "web" / "data"
+    data.mkdir(parents=True)
+    halves = [gzip.compress(b"".join(lines[:150])), gzip.compress(b"".join(lines[150:]))]
+    for k, half in enumerate(halves):
+        (data / f"part-{k}.jsonl.gz").write_bytes(half)
+    (data.parent / "README.md").write_text("a dataset card, not data\n", encoding="utf-8")
+    with hub(tmp_path / "hub") as served:
+        env = {"HF_ENDPOINT": served.endpoint, "HF_HUB_OFFLINE": "0"}
+        root = tmp_path / "data"
+        cfg = config(tmp_path, "hf://datasets/owner/web/data/*.jsonl.gz")
+        done = fetch(cfg, root, env)
+        assert done.returncode == 0, done.stderr
+        assert raw_docs(root) == local_docs(tmp_path, TINY)
+        record = source_record(root)["remote"]
+        assert [r["name"] for r in record] == ["part-0.jsonl.gz", "part-1.jsonl.gz"]
+        assert [r["etag"] for r in record] == [blob_id(h) for h in halves]
+        assert [r["sha256"] for r in record] == [hashlib.sha256(h).hexdigest() for h in halves]
+        assert served.requests["resolve"] >= 2  # the bytes came through the Hub's file route
+        (data / "part-1.jsonl.gz").write_bytes(gzip.compress(b"".join(lines[150:] + lines[:1])))
+        again = fetch(cfg, root, env)
+        assert again.returncode == 65 and "changed since it was fetched" in again.stderr
+        gone = fetch(config(tmp_path, "hf://datasets/owner/none/*.jsonl"), tmp_path / "d2", env)
+        assert gone.returncode == 65, gone.stderr
+        assert len(gone.stderr.strip().splitlines()) == 1 and "owner/none" in gone.stderr
