@@ -1,6 +1,7 @@
 """Score and time the shard stage on a benchmark corpus with known duplicates, PII and junk.
 
-    python bench/bench_shard.py [--mb 20] [--seed 0] [--workers 2] [--out bench/out/shard] [--check]
+    python bench/bench_shard.py [--mb 20] [--seed 0] [--footers 0.02] [--workers 2]
+        [--out bench/out/shard] [--check]
 
 Builds the corpus with bench/make_corpus.py (it writes truth.json), fetches it, runs the shard
 stage in a subprocess (wall time and the children's CPU time), then scores the published shards
@@ -108,6 +109,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mb", type=float, default=20.0)
     ap.add_argument("--seed", type=int, default=0, help="make_corpus.py's seed")
+    ap.add_argument("--footers", type=float, default=0.0, help="make_corpus.py's footer rate")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "shard")
     ap.add_argument("--check", action="store_true", help="exit 1 when a quality bar is missed")
@@ -115,8 +117,10 @@ def main() -> int:
     args = ap.parse_args()
     out = args.out.resolve()
     data = out / (f"corpus-{args.mb:g}mb" + (f"-s{args.seed}" if args.seed else ""))
+    data = data.with_name(data.name + (f"-f{args.footers:g}" if args.footers else ""))
     if not (data / "truth.json").exists():
         make = [sys.executable, str(MAKE_CORPUS), "--out", str(data), "--mb", str(args.mb)]
+        make += ["--footers", str(args.footers)]
         subprocess.run([*make, "--seed", str(args.seed)], check=True, capture_output=True)
     truth = json.loads((data / "truth.json").read_text(encoding="utf-8"))
     root = out / f"root-{args.mb:g}mb-w{args.workers}"

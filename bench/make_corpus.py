@@ -1,13 +1,15 @@
 """Build a benchmark corpus with known copies, near copies, partial copies, junk and PII.
 
-    python bench/make_corpus.py --out DIR [--mb 20] [--seed 0] [--files 8]
+    python bench/make_corpus.py --out DIR [--mb 20] [--seed 0] [--files 8] [--footers 0.02]
 
 Writes DIR/part-NNNNN.jsonl (one {"id", "text"} object per line) and DIR/truth.json, which says
 what every document is, so a build can be scored:
 
     unique   [id, ...]            real or generated text that is no near copy of anything earlier
     exact    {id: of}             a verbatim copy of the earlier unique document `of`
-    near     {id: {of, jaccard}}  an edited copy of `of` (word 5-gram Jaccard >= 0.8, measured)
+    near     {id: {of, jaccard}}  an edited copy of `of` (word 5-gram Jaccard >= 0.8, measured);
+                                  with --footers, also `of` plus a footer line (a signature, a
+                                  mailing-list footer, a "share this" line): {of, jaccard, footer}
     partial  {id: {of, jaccard, new}}  `of` verbatim plus one new paragraph `new` (Jaccard >= 0.8):
                                   a build that keeps partial copies keeps exactly `new` under id
     junk     {id: kind}           short, symbols, repeated_lines or long_words: no sensible
@@ -58,6 +60,20 @@ GENERATED_MAX = 0.5  # a generated document this close to an earlier one is writ
 NGRAM = 5
 SCENE_CHARS = 3000
 RATES = {"exact": 0.05, "near": 0.05, "partial": 0.015, "junk": 0.03}
+FOOTERS = [  # what mail, forums and blogs append to a text: a line of its own, 2 to 12 words
+    "Sent from my iPhone",
+    "-- \nAlice Smith\nSenior Editor, The Valley Gazette",
+    "Share this: Twitter, Facebook, Email, Print",
+    "Like this story? Share it with your friends!",
+    "Posted in Stories | Leave a comment",
+    "Best regards,\nBob",
+    "To unsubscribe from this list, send an email to list-leave@example.org.",
+    "You received this message because you are subscribed to the Readers group.",
+    "Read more stories like this on our website.",
+    "Tags: children, bedtime, classic, favourite",
+    "Copyright 2024 The Story Club. All rights reserved.",
+    "Click here to subscribe to our newsletter.",
+]
 PII_RATE = 0.06
 WORDS_PER_PII = 80  # at most one PII value per 80 words: a real text is not mostly numbers
 
@@ -294,6 +310,13 @@ def near_copy(rng: random.Random, text: str) -> str:
     return "Reposted: " + " ".join(words)
 
 
+def footer_copy(rng: random.Random, text: str) -> tuple[str, str]:
+    """(text, footer): `text` with a footer line appended, at the end of its last paragraph
+    (one line break) or as a paragraph of its own (a blank line)."""
+    footer = rng.choice(FOOTERS)
+    return text + rng.choice(["\n", "\n\n"]) + footer, footer
+
+
 def junk(rng: random.Random, real: list[str]) -> tuple[str, str]:
     """(kind, text) of a document no sensible quality filter keeps."""
     kind = rng.choice(["short", "symbols", "repeated_lines", "long_words"])
@@ -380,6 +403,14 @@ def add_copy(c: Corpus, rng: random.Random, kind: str, chains: dict[str, Markov]
     if kind == "exact":
         c.add(original, "exact", of, c.pii_of(pos))
         return True
+    if kind == "footer":
+        text, footer = footer_copy(rng, original)
+        j = jaccard(shingle_set(original), shingle_set(text))
+        if j < NEAR + 0.02:
+            return False
+        info = {"of": of, "jaccard": round(j, 3), "footer": footer}
+        c.add(text, "near", info, c.pii_of(pos))
+        return True
     if kind == "near":
         text = near_copy(rng, original)
         j = jaccard(shingle_set(original), shingle_set(text))
@@ -400,8 +431,10 @@ def add_copy(c: Corpus, rng: random.Random, kind: str, chains: dict[str, Markov]
     return True
 
 
-def build(mb: float, seed: int) -> Corpus:
-    """Documents until their texts hold `mb` million bytes."""
+def build(mb: float, seed: int, footers: float = 0.0) -> Corpus:
+    """Documents until their texts hold `mb` million bytes; `footers`: the rate of footer
+    copies (0: none, and the corpus of a seed is the same as without the option)."""
+    rates = {**RATES, "footer": footers}
     rng = random.Random(seed)
     real_stories, real_scenes = stories(), scenes()
     chains = {"stories": Markov(real_stories), "plays": Markov(real_scenes)}
@@ -411,7 +444,7 @@ def build(mb: float, seed: int) -> Corpus:
     target = int(mb * 1_000_000)
     c = Corpus(seed)
     while c.size < target:
-        kind = pick(rng)
+        kind = pick(rng, rates)
         if kind == "junk":
             junk_kind, text = junk(rng, real_stories)
             c.add(text, "junk", junk_kind, [])
@@ -427,10 +460,10 @@ def build(mb: float, seed: int) -> Corpus:
     return c
 
 
-def pick(rng: random.Random) -> str:
-    """What the next document is: a copy, junk or unique, by RATES."""
+def pick(rng: random.Random, rates: dict[str, float]) -> str:
+    """What the next document is: a copy, junk or unique, by `rates`."""
     roll, total = rng.random(), 0.0
-    for kind, rate in RATES.items():
+    for kind, rate in rates.items():
         total += rate
         if roll < total:
             return kind
@@ -486,10 +519,14 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=20.0, help="total size of the texts, in MB")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--files", type=int, default=8)
+    ap.add_argument("--footers", type=float, default=0.0, help="rate of footer copies (near)")
     args = ap.parse_args()
-    if args.mb <= 0 or args.files < 1:
-        ap.error(f"--mb {args.mb} and --files {args.files}: allowed --mb > 0, --files >= 1")
-    corpus = build(args.mb, args.seed)
+    if args.mb <= 0 or args.files < 1 or not 0 <= args.footers < 0.5:
+        ap.error(
+            f"--mb {args.mb}, --files {args.files}, --footers {args.footers}: "
+            "allowed --mb > 0, --files >= 1, 0 <= --footers < 0.5"
+        )
+    corpus = build(args.mb, args.seed, args.footers)
     print(json.dumps(write(corpus, args.out, args.files, args.mb)))
 
 

@@ -15,9 +15,16 @@ def score(truth: dict[str, object], kept: dict[str, str]) -> dict[str, object]:
     originals = unique_ids(truth)
     injected, residue, left_by_format = pii_left(truth["pii"], kept)
     new_kept = [i for i, p in partial.items() if kept.get(i, "").strip() == p["new"].strip()]
+    footers = [i for i, n in near.items() if "footer" in n]  # near copies: `of` plus a footer
     return {
         "exact_removed": sum(i not in kept for i in exact) / max(1, len(exact)),
         "near_removed": sum(i not in kept for i in near) / max(1, len(near)),
+        **({"footer_copies": len(footers)} if footers else {}),
+        **(
+            {"footer_copies_removed": sum(i not in kept for i in footers) / len(footers)}
+            if footers
+            else {}
+        ),
         "partial_new_kept": len(new_kept) / max(1, len(partial)),
         "unique_kept": sum(i in kept for i in originals) / max(1, len(originals)),
         "junk_removed": sum(i not in kept for i in junk) / max(1, len(junk)),

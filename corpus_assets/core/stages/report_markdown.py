@@ -117,6 +117,7 @@ def render(numbers: Mapping[str, Any], plots: list[str]) -> str:
         "",
         *_table("PII kind", numbers["pii"]),
         "",
+        *([*_table("language", numbers["languages"]), ""] if "languages" in numbers else []),
         "## Plots",
     ]
     for name in plots:

@@ -25,13 +25,19 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from corpus_assets.core.config import LoadedConfig
+from corpus_assets.core.config import LANGUAGE_MODEL, LoadedConfig
 from corpus_assets.core.errors import ConfigError, DataError, UpstreamMissing
 from corpus_assets.core.stages.backend import LOCAL, Backend
 from corpus_assets.core.stages.ray_tasks import RaySession, ray_or_local
 from corpus_assets.core.stages.screen_index import Screens, prepare
 from corpus_assets.core.stages.shard_dedup import duplicates
-from corpus_assets.core.stages.shard_tasks import TaskOutput, plan_tasks, run_tasks, task_path
+from corpus_assets.core.stages.shard_tasks import (
+    TaskOutput,
+    plan_tasks,
+    read_task,
+    run_tasks,
+    task_path,
+)
 from corpus_assets.core.stages.shard_verify import verify_shards
 from corpus_assets.core.stages.shard_write_tasks import write_shards_on
 from corpus_assets.core.stages.shard_writer import write_shards
@@ -49,6 +55,9 @@ from corpus_assets.core.store.digests import file_sha256, verify_files
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.locks import build_lock
 from corpus_assets.core.store.progress import Progress
+from corpus_assets.core.text import boilerplate
+from corpus_assets.core.text.language import language_id
+from corpus_assets.core.text.normalize import normalize
 from corpus_assets.core.version import CODE_VERSION
 
 
@@ -116,7 +125,9 @@ def _shard(
     work = layout.work(cfg, "shard")
     private_dir(layout.work_root)  # pieces of unscrubbed documents go there: owner-only
     tasks = plan_tasks(layout, sources)
+    language_id(cfg.model.filters)  # a language the model does not know: exit 64 before any task
     screens = prepare(cfg, layout, work, progress)
+    lines = _find_boilerplate(cfg, tasks, work / "tasks", progress)
     outputs = run_tasks(cfg, layout, tasks, work / "tasks", workers, progress, screens, session)
     _refuse_empty(outputs)
     progress.note(f"deduplicating {sum(o.kept for o in outputs):,} filtered documents")
@@ -133,6 +144,8 @@ def _shard(
     )
     partial_copies, unchecked = len(dedup.partial), dedup.near_unchecked
     manifest = _manifest(cfg, sources, outputs, counts, partial_copies, unchecked, shards, written)
+    if lines is not None:
+        manifest |= _boilerplate(cfg, outputs, lines)
     if screens.active:
         manifest |= _screening(screens, outputs, _write_audit(outputs, work / "tasks", staging))
     write_json(staging / MANIFEST, manifest)
@@ -270,6 +283,51 @@ def _screening(
     return out
 
 
+def _find_boilerplate(
+    cfg: LoadedConfig, tasks: list[Any], task_dir: Path, progress: Progress
+) -> int | None:
+    """Count every document's lines when `boilerplate_max_documents` is set: how many lines
+    are boilerplate (None when it is not set)."""
+    spec = cfg.model.filters
+    if not spec.enabled or spec.boilerplate_max_documents is None:
+        return None
+    progress.note("counting lines across documents for boilerplate")
+    texts = ([normalize(t) for t in read_task(task).column("text").to_pylist()] for task in tasks)
+    return len(boilerplate.find(spec, texts, task_dir, progress.beat))
+
+
+def _boilerplate(cfg: LoadedConfig, outputs: list[TaskOutput], lines: int) -> dict[str, Any]:
+    """The manifest's `boilerplate` entry: the lines found, and removed from how many documents."""
+    removed: Counter[str] = Counter()
+    for o in outputs:
+        removed.update(o.boilerplate)
+    return {
+        "boilerplate": {
+            "max_documents": cfg.model.filters.boilerplate_max_documents,
+            "min_words": cfg.model.filters.boilerplate_min_words,
+            "lines": lines,
+            "lines_removed": removed["lines"],
+            "documents": removed["documents"],
+        }
+    }
+
+
+def _languages(cfg: LoadedConfig, written: dict[str, Any]) -> dict[str, Any]:
+    """The manifest's `language` entry (with the documents written per language), if any."""
+    if "languages" not in written:
+        return {}
+    f = cfg.model.filters
+    return {
+        "language": {
+            "model": LANGUAGE_MODEL,
+            "model_sha256": cfg.raw["filters"]["language_model_sha256"],
+            "languages": list(f.languages or ()),
+            "min_score": f.min_language_score,
+            "documents": dict(sorted(written["languages"].items())),
+        }
+    }
+
+
 def _manifest(
     cfg: LoadedConfig,
     sources: list[dict[str, Any]],
@@ -313,6 +371,7 @@ def _manifest(
         "partial_copies": partial_copies,
         "near_unchecked": near_unchecked,
         "pii": written["pii"],
+        **_languages(cfg, written),
         "shards": shards,
         "code_version": CODE_VERSION,
     }

@@ -39,6 +39,7 @@ from corpus_assets.core.store.arrow import release_freed_pages
 from corpus_assets.core.store.atomic import atomic_writer, write_bytes, write_json
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.progress import Progress
+from corpus_assets.core.text.boilerplate import stripper
 from corpus_assets.core.text.filters import QualityFilter
 from corpus_assets.core.text.language import language_id
 from corpus_assets.core.text.minhash import signatures
@@ -84,6 +85,8 @@ class TaskOutput:
     dropped: dict[str, int]
     screened: dict[str, int] = field(default_factory=dict)
     """Screened documents by `<reason>/<eval set or list>` (`contaminated`, `cut`, `excluded`)."""
+    boilerplate: dict[str, int] = field(default_factory=dict)
+    """Boilerplate lines removed (`lines`) and the documents they were removed from."""
 
 
 def plan_tasks(layout: Layout, sources: list[dict[str, Any]]) -> list[Task]:
@@ -198,6 +201,8 @@ def run_task(
     table = read_task(task)
     quality = QualityFilter(cfg.model.filters)  # C4's line rules may shorten a kept text
     langid = language_id(cfg.model.filters)
+    strip = stripper(cfg.model.filters, task_dir)  # lines in more than N documents of the build
+    stripped = Counter[str]()
     found: dict[int, tuple[str, float]] = {}  # row: its language and score
     screening = Screening()
     ids = table.column("id").to_pylist() if screens.active else []
@@ -218,7 +223,11 @@ def run_task(
         if row in listed:
             screening.drop(EXCLUDED, listed[row], doc(row), by="id")
             continue
-        text, reason = quality(normalize(raw))
+        text = normalize(raw)
+        if strip is not None:
+            text, lines = strip(text)
+            stripped.update({"lines": lines, "documents": 1} if lines else {})
+        text, reason = quality(text)
         if reason is None and langid is not None:  # after the cheap rules: it costs more
             language, score, reason = langid(text)
             found[row] = (language, score)
@@ -253,6 +262,7 @@ def run_task(
         kept,
         dict(sorted(dropped.items())),
         dict(sorted(screening.counts.items())),
+        dict(sorted(stripped.items())),
     )
     write_json(
         task_path(task_dir, task.index, ".done"), {**asdict(out), "code_version": CODE_VERSION}

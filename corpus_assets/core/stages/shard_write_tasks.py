@@ -21,7 +21,13 @@ import pyarrow.parquet as pq
 from corpus_assets.core.config import LoadedConfig
 from corpus_assets.core.stages.ray_tasks import RaySession
 from corpus_assets.core.stages.shard_tasks import PII_KINDS, TaskOutput, task_path
-from corpus_assets.core.stages.shard_writer import SHARD_SCHEMA, _replace_texts, _ShardSink
+from corpus_assets.core.stages.shard_writer import (
+    SHARD_SCHEMA,
+    _replace_texts,
+    _ShardSink,
+    count_languages,
+    shard_schema,
+)
 from corpus_assets.core.store.atomic import disk_error
 from corpus_assets.core.store.progress import Progress
 
@@ -61,20 +67,25 @@ def write_shards_on(
     target = int(cfg.model.shards.target_mb * 1_000_000)
     plans = plan_shards(outputs, task_dir, drop, texts, target, progress)
     progress.note(f"writing {len(plans):,} shards as Ray tasks")
-    args = [(plan, target, str(task_dir), str(staging)) for plan in plans]
+    schema = shard_schema(cfg)
+    args = [(plan, target, str(task_dir), str(staging), schema) for plan in plans]
     entries: list[dict[str, Any]] = []
+    languages: dict[str, int] = {}
     pii = dict.fromkeys(PII_KINDS, 0)
     documents = text_bytes = 0
     try:
-        for entry, docs, nbytes, found in session.map(write_shard, args):
+        for entry, docs, nbytes, found, langs in session.map(write_shard, args):
             entries.append(entry)
+            for code, n in langs.items():
+                languages[code] = languages.get(code, 0) + n
             documents += docs
             text_bytes += nbytes
             for k in PII_KINDS:
                 pii[k] += found[k]
     except OSError as exc:
         raise disk_error(exc, staging) from exc
-    return entries, {"documents": documents, "text_bytes": text_bytes, "pii": pii}
+    totals = {"documents": documents, "text_bytes": text_bytes, "pii": pii}
+    return entries, totals | ({"languages": languages} if schema != SHARD_SCHEMA else {})
 
 
 def plan_shards(
@@ -121,8 +132,10 @@ def plan_shards(
 class _OneShard(_ShardSink):
     """A sink that writes shard number `number` only."""
 
-    def __init__(self, staging: Path, target: int, number: int) -> None:
-        super().__init__(staging, target)
+    def __init__(
+        self, staging: Path, target: int, number: int, schema: pa.Schema = SHARD_SCHEMA
+    ) -> None:
+        super().__init__(staging, target, schema)
         self.number = number
 
     def _path(self) -> Path:
@@ -130,10 +143,12 @@ class _OneShard(_ShardSink):
 
 
 def write_shard(
-    plan: ShardPlan, target: int, task_dir: str, staging: str
-) -> tuple[dict[str, Any], int, int, dict[str, int]]:
-    """On a Ray worker: one planned shard; its entry, documents, text bytes and PII counts."""
-    sink = _OneShard(Path(staging), target, plan.number)
+    plan: ShardPlan, target: int, task_dir: str, staging: str, schema: pa.Schema = SHARD_SCHEMA
+) -> tuple[dict[str, Any], int, int, dict[str, int], dict[str, int]]:
+    """On a Ray worker: one planned shard; its entry, documents, text bytes, PII and language
+    counts."""
+    sink = _OneShard(Path(staging), target, plan.number, schema)
+    languages: dict[str, int] = {}
     pii = dict.fromkeys(PII_KINDS, 0)
     documents = text_bytes = 0
     for piece in plan.pieces:
@@ -147,6 +162,7 @@ def write_shard(
             pii[k] += int(pc.sum(table.column(f"pii_{k}")).as_py() or 0)
         documents += table.num_rows
         text_bytes += int(sizes.sum())
-        sink._append(table.select(SHARD_SCHEMA.names), int(sizes.sum()))
+        count_languages(table, languages)
+        sink._append(table.select(schema.names), int(sizes.sum()))
     sink.close()
-    return sink.shards[0], documents, text_bytes, pii
+    return sink.shards[0], documents, text_bytes, pii, languages

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from corpus_assets.core.config import LoadedConfig
-from corpus_assets.core.stages.shard_tasks import PII_KINDS, TaskOutput, task_path
+from corpus_assets.core.stages.shard_tasks import LANGUAGE_FIELDS, PII_KINDS, TaskOutput, task_path
 from corpus_assets.core.store.atomic import disk_error
 from corpus_assets.core.store.digests import file_sha256
 from corpus_assets.core.store.progress import Progress
@@ -24,12 +24,28 @@ SHARD_SCHEMA = pa.schema(
 ROW_GROUP_ROWS = 1024
 
 
+def shard_schema(cfg: LoadedConfig) -> pa.Schema:
+    """The shards' columns: SHARD_SCHEMA, then `language`, `language_score` when identified."""
+    if cfg.model.filters.languages is None or not cfg.model.filters.enabled:
+        return SHARD_SCHEMA
+    return pa.schema([*SHARD_SCHEMA, *LANGUAGE_FIELDS])
+
+
+def count_languages(table: pa.Table, counts: dict[str, int]) -> None:
+    """Add the rows of each `language` of `table` to `counts` (no column: nothing)."""
+    if "language" not in table.column_names:
+        return
+    for item in pc.value_counts(table.column("language")).to_pylist():
+        counts[item["values"]] = counts.get(item["values"], 0) + item["counts"]
+
+
 class _ShardSink:
     """Rows go in; shard files of about `target` text bytes come out, row groups of fixed size."""
 
-    def __init__(self, staging: Path, target: int) -> None:
+    def __init__(self, staging: Path, target: int, schema: pa.Schema = SHARD_SCHEMA) -> None:
         self.staging = staging
         self.target = target
+        self.schema = schema
         self.shards: list[dict[str, Any]] = []
         self.writer: pq.ParquetWriter | None = None
         self.pending: list[pa.Table] = []
@@ -61,7 +77,7 @@ class _ShardSink:
         merged = pa.concat_tables(self.pending)
         cut = merged.num_rows if final else merged.num_rows - merged.num_rows % ROW_GROUP_ROWS
         if self.writer is None:
-            self.writer = pq.ParquetWriter(self._path(), SHARD_SCHEMA, compression="zstd")
+            self.writer = pq.ParquetWriter(self._path(), self.schema, compression="zstd")
         if cut:
             self.writer.write_table(merged.slice(0, cut), row_group_size=ROW_GROUP_ROWS)
         rest = merged.slice(cut)
@@ -103,7 +119,8 @@ def write_shards(
 
     Returns the shard entries and the totals.
     """
-    sink = _ShardSink(staging, int(cfg.model.shards.target_mb * 1_000_000))
+    sink = _ShardSink(staging, int(cfg.model.shards.target_mb * 1_000_000), shard_schema(cfg))
+    languages: dict[str, int] = {}
     replaced = np.zeros(len(drop), dtype=bool)
     replaced[list(texts)] = True
     pii = dict.fromkeys(PII_KINDS, 0)
@@ -127,13 +144,15 @@ def write_shards(
                 pii[k] += int(pc.sum(table.column(f"pii_{k}")).as_py() or 0)
             documents += table.num_rows
             text_bytes += int(sizes.sum())
-            sink.add(table.select(SHARD_SCHEMA.names), sizes)
+            count_languages(table, languages)
+            sink.add(table.select(sink.schema.names), sizes)
             del table
             pa.default_memory_pool().release_unused()  # malloc_trim: the task's freed buffers
         sink.close()
     except OSError as exc:
         raise disk_error(exc, staging) from exc
-    return sink.shards, {"documents": documents, "text_bytes": text_bytes, "pii": pii}
+    totals = {"documents": documents, "text_bytes": text_bytes, "pii": pii}
+    return sink.shards, totals | ({"languages": languages} if sink.schema != SHARD_SCHEMA else {})
 
 
 def _replace_texts(

@@ -10,6 +10,9 @@ is new text:
 
 - fewer than half of its n-grams occur in the kept document (the paragraphs of an edited copy
   differ from the originals by a word here and there, so most of their n-grams do), and
+- its lines that are not lines of the kept document hold at least MIN_NEW_WORDS words (a copy
+  with a footer, a signature or a "share this" line appended to its last paragraph leaves that
+  paragraph as the rest: the original's last lines plus a few words of boilerplate), and
 - it passes the quality filters (a cut-down footer of a few words does not), and
 - it is not an exact copy of a document already kept.
 
@@ -30,6 +33,8 @@ from corpus_assets.core.text.normalize import collapse
 
 MAX_SHARED_NGRAMS = 0.5
 """The new text may share at most this fraction of its n-grams with the kept document."""
+MIN_NEW_WORDS = 13
+"""The new text's lines not found in the kept document hold at least this many words."""
 
 _PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n\s*")
 
@@ -70,4 +75,13 @@ def new_paragraphs(
     mine = shingles(text, ngram)
     theirs = shingles(kept, ngram) if kept_shingles is None else kept_shingles()
     shared = np.isin(mine, theirs, assume_unique=True).sum()
-    return text if shared < MAX_SHARED_NGRAMS * mine.size else None
+    if shared >= MAX_SHARED_NGRAMS * mine.size:
+        return None
+    return text if new_words(kept, text) >= MIN_NEW_WORDS else None
+
+
+def new_words(kept: str, text: str) -> int:
+    """The whitespace-separated words of the lines of `text` that are no line of `kept`
+    (lines compared with whitespace collapsed)."""
+    lines = {collapse(line) for line in kept.split("\n")}
+    return sum(len(line.split()) for line in text.split("\n") if collapse(line) not in lines)

