@@ -212,3 +212,15 @@ def test_a_publish_that_fails_after_the_build_keeps_the_build_and_says_why(
     assert summary["success"] is True
     assert "no-such-bucket" in summary["published"]["error"]
     assert (root / summary["tokens_manifest"]).is_file()  # the build stands
+
+
+def test_corpus_build_publish_of_a_task_config_publishes_its_snapshot(
+    tmp_path: Path, s3: dict[str, str]
+) -> None:
+    root = tmp_path / "data"
+    done = run_corpus("build", TASKS, "--root", root, "--publish", "s3://pub/taskbuilds", env=s3)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    url = summary["published"]["tasks"]["url"]
+    assert url.startswith("s3://pub/taskbuilds/")
+    assert load_snapshot(url).dataset_id == summary["dataset_id"]
