@@ -3,6 +3,8 @@ loop, and peak RSS by pool size.
 
     .venv/bin/python bench/bench_tasks.py [--small 10000] [--large 100000] [--base 512]
                                           [--work DIR] [--quick] [--part both|plain|calibrated]
+    .venv/bin/python bench/bench_tasks.py --part live [--live-latency 0.2] [--live-requests 25]
+                                          [--live-rounds 3] [--overhead-requests 1000]
 
 Writes one arithmetic job config per run into a temp folder (`candidate_count` =
 `maximum_per_recipe` = `max_candidates` = N: one batch of N candidates, `target_count: 64`,
@@ -43,6 +45,17 @@ split comes from the arrival times of its progress lines on stderr: "generate" u
 calibrator's answers), "grade+sel" until the `select` line (grading, ranking, ranked merge),
 "project", "publish", and "exit" (from `published` to the process's exit).
 
+Live mode (`--part live` only, the summary's "live" key): calibration against
+`tests/support/openai_server.py` on loopback. For `max_concurrency` 1, 8 and 32, the bare
+`openai` async client asks `--live-requests` x max_concurrency prompts (at least 100), at most
+that many at once, of a fresh server answering after `--live-latency` seconds; then a
+`corpus tasks` job (`tests/tasks/live_recipe.py`, one batch of those tasks, `repeats: 1`,
+`live_responses` with that `max_concurrency`, `batch_size` max(64, 2 x max_concurrency),
+`max_workers: 2`) asks another fresh one. Its "ask" span runs from its last `generate` progress
+line to its `calibrate` line; the server reports the largest and the mean number of requests in
+flight. Then the overhead per request: the bare client and the job alternated `--live-rounds`
+times at max_concurrency 1 against an instant server, (best ask - best bare) / requests.
+
 The last line printed is a JSON summary. `--quick` is a smoke run (sizes 256 / 1,000 / 3,000)
 for a test. No timing assertions: the numbers are printed, not checked.
 """
@@ -50,15 +63,18 @@ for a test. No timing assertions: the numbers are printed, not checked.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hashlib
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -519,6 +535,202 @@ def print_calibrated(summary: dict[str, Any]) -> None:
     )
 
 
+# -- live calibration against the test model server (`--part live`) -------------------------
+
+LIVE_CONCURRENCY = (1, 8, 32)
+MODEL_SERVER = REPO / "tests" / "support" / "openai_server.py"
+LIVE_RECIPES = REPO / "tests" / "tasks"  # live_recipe.py: sums the test server answers
+LIVE = "corpus_assets.calibrators.openai:live_responses"
+
+
+def start_model_server(latency: float) -> tuple[subprocess.Popen[bytes], str]:
+    """The test server on a free loopback port; its root URL once it answers."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    cmd = [sys.executable, str(MODEL_SERVER), "--port", str(port), "--latency", str(latency)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    root = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            server_stats(root)
+            return proc, root
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                sys.exit(f"the test model server did not start on port {port}")
+            time.sleep(0.05)
+
+
+def server_stats(root: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{root}/stats", timeout=10) as answer:
+        doc: dict[str, Any] = json.load(answer)
+    return doc
+
+
+def live_prompts(requests: int) -> list[str]:
+    """What `live_recipe:make` asks for `requests` tasks of mode `right`, one batch."""
+    return [f"b0-{i:02d}: {i} + 7 = ? [right]" for i in range(requests)]
+
+
+def bare_client(root: str, requests: int, concurrency: int) -> float:
+    """Seconds for the `openai` client alone to ask the same requests, `concurrency` at once."""
+    import openai  # only the live part needs it
+
+    async def ask_all() -> float:
+        client = openai.AsyncOpenAI(base_url=f"{root}/v1", api_key="EMPTY", max_retries=0)
+        limit = asyncio.Semaphore(concurrency)
+
+        async def one(prompt: str) -> None:
+            async with limit:
+                await client.chat.completions.create(
+                    model="test-model", messages=[{"role": "user", "content": prompt}], n=1
+                )
+
+        await client.models.list()  # the connection is made before the clock starts
+        start = time.perf_counter()
+        await asyncio.gather(*(one(p) for p in live_prompts(requests)))
+        wall = time.perf_counter() - start
+        await client.close()
+        return wall
+
+    return asyncio.run(ask_all())
+
+
+def live_config(root: str, requests: int, concurrency: int) -> dict[str, Any]:
+    """One batch of `requests` tasks calibrated once each against the server at `root`."""
+    return {
+        "recipe": "live_recipe:make",
+        "target_count": 16,
+        "purpose": "model",
+        "params": {"batches": [["right"] * requests]},
+        "calibration": {
+            "implementation": LIVE,
+            "repeats": 1,
+            "params": {
+                "base_url": f"{root}/v1",
+                "model": "test-model",
+                "harness_ref": "bench",
+                "verifier_digest": "bench",
+                "max_concurrency": concurrency,
+            },
+        },
+        # calls of at least 2 x max_concurrency tasks, two at a time: no call end starves it
+        "execution": {"batch_size": max(64, 2 * concurrency), "max_workers": 2},
+    }
+
+
+def live_pair(
+    work: Path, name: str, requests: int, concurrency: int, latency: float, poll: float
+) -> dict[str, Any]:
+    """The bare client, then a job, each against a fresh server: one run's numbers."""
+    proc, root = start_model_server(latency)
+    try:
+        bare_s = bare_client(root, requests, concurrency)
+        bare = (bare_s, server_stats(root)["mean_in_flight"])
+    finally:
+        proc.terminate()
+        proc.wait()
+    proc, root = start_model_server(latency)
+    try:
+        config = work / f"{name}.json"
+        config.write_text(json.dumps(live_config(root, requests, concurrency)), "utf-8")
+        m = measure(tasks_cmd(config, work / name), work, name, poll)
+        stats = server_stats(root)
+    finally:
+        proc.terminate()
+        proc.wait()
+    return live_run(concurrency, requests, bare, m, stats)
+
+
+def run_live(work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Throughput and requests in flight per max_concurrency against a server that takes
+    `--live-latency` per answer (`--live-requests` x max_concurrency requests, at least 100);
+    then the overhead per request at max_concurrency 1 against an instant server, best of
+    `--live-rounds` rounds of the bare client and the job."""
+    environ = os.environ.copy()
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), str(LIVE_RECIPES)])
+    load = os.getloadavg()[0]
+    try:
+        runs = []
+        for c in LIVE_CONCURRENCY:
+            requests = max(100, args.live_requests * c)
+            runs.append(live_pair(work, f"live-{c}", requests, c, args.live_latency, args.poll))
+            print(f"live c={c}: {runs[-1]['ask_s']:.2f}s", file=sys.stderr)
+        rounds = []
+        for r in range(args.live_rounds):
+            rounds.append(live_pair(work, f"overhead-{r}", args.overhead_requests, 1, 0.0, 0.05))
+            print(f"overhead round {r}: {rounds[-1]['ask_s']:.2f}s", file=sys.stderr)
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+    n = args.overhead_requests
+    bare_s, ask_s = min(r["bare_s"] for r in rounds), min(r["ask_s"] for r in rounds)
+    overhead = {
+        "requests": n,
+        "bare_s": [r["bare_s"] for r in rounds],
+        "ask_s": [r["ask_s"] for r in rounds],
+        "ms_per_request": round((ask_s - bare_s) / n * 1000, 3),
+    }
+    loads = [round(load, 2), round(os.getloadavg()[0], 2)]
+    return {"latency_s": args.live_latency, "load_average": loads, "runs": runs,
+            "overhead": overhead}  # fmt: skip
+
+
+def live_run(
+    concurrency: int,
+    requests: int,
+    bare: tuple[float, float],
+    m: dict[str, Any],
+    stats: dict[str, Any],
+) -> dict[str, Any]:
+    """One live run's numbers: the ask span runs from the last `generate` progress line (the
+    batch generated and admitted) to the `calibrate` line (every response committed)."""
+    marks: dict[str, list[float]] = {}
+    for at, line in m["lines"]:
+        if match := PROGRESS.match(line):
+            marks.setdefault(match.group(1), []).append(at)
+    ask_s = marks["calibrate"][0] - marks["generate"][-1]
+    bare_s, bare_in_flight = bare
+    if stats["chat"] != requests:
+        sys.exit(f"live c={concurrency}: the server got {stats['chat']} requests, not {requests}")
+    return {
+        "concurrency": concurrency,
+        "requests": requests,
+        "bare_s": round(bare_s, 3),
+        "bare_requests_per_s": round(requests / bare_s, 1),
+        "ask_s": round(ask_s, 3),
+        "requests_per_s": round(requests / ask_s, 1),
+        "overhead_ms_per_request": round((ask_s - bare_s) / requests * 1000, 3),
+        "max_in_flight": stats["max_in_flight"],
+        "mean_in_flight": round(stats["mean_in_flight"], 2),
+        "bare_mean_in_flight": round(bare_in_flight, 2),
+        "wall_s": round(m["wall_s"], 3),
+    }
+
+
+def print_live(summary: dict[str, Any]) -> None:
+    print(
+        f"\nlive (test server, {summary['latency_s'] * 1000:.0f} ms per answer, "
+        f"load {summary['load_average']}):"
+    )
+    print("| max_concurrency | requests | bare client req/s | calibrator req/s | "
+          "max in flight | mean in flight (bare) |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
+    for run in summary["runs"]:
+        print(
+            f"| {run['concurrency']} | {run['requests']} | {run['bare_requests_per_s']:,.0f} | "
+            f"{run['requests_per_s']:,.0f} | {run['max_in_flight']} | "
+            f"{run['mean_in_flight']:.1f} ({run['bare_mean_in_flight']:.1f}) |"
+        )
+    o = summary["overhead"]
+    print(
+        f"overhead at max_concurrency 1, instant server, {o['requests']} requests: "
+        f"{o['ms_per_request']:.3f} ms per request (best of bare {o['bare_s']} s, "
+        f"job ask {o['ask_s']} s)"
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--small", type=int, default=10_000)
@@ -529,10 +741,14 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="a smoke run: 256 / 1,000 / 3,000")
     p.add_argument(
         "--part",
-        choices=("both", "plain", "calibrated"),
+        choices=("both", "plain", "calibrated", "live"),
         default="both",
-        help="the uncalibrated jobs, the calibrated ones, or both (default)",
+        help="the uncalibrated jobs, the calibrated ones, or both (default); or live calibration",
     )
+    p.add_argument("--live-requests", type=int, default=25, help="live requests per slot")
+    p.add_argument("--live-latency", type=float, default=0.2, help="seconds per test answer")
+    p.add_argument("--live-rounds", type=int, default=3, help="overhead rounds (best of)")
+    p.add_argument("--overhead-requests", type=int, default=1000)
     args = p.parse_args()
     if args.quick:
         args.base, args.small, args.large = 256, 1_000, 3_000
@@ -566,6 +782,9 @@ def main() -> None:
             cal_sizes = {"small": args.small, "large": args.large}
             summary["calibrated"] = summarize_calibrated(probes, standins, cal_runs, cal_sizes)
             print_calibrated(summary["calibrated"])
+        if args.part == "live":
+            summary["live"] = run_live(work, args)
+            print_live(summary["live"])
     print(json.dumps(summary, sort_keys=True))
 
 

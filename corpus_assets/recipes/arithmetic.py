@@ -231,12 +231,16 @@ class ArithmeticRecipe:
 
     def training_row(self, sample: DataSample) -> dict[str, JSON]:
         """`task_id`, one user message asking for a boxed answer, and the boxed reference."""
-        content = f"{sample.task.input['problem']}\n\n{INSTRUCTION}"
         return {
             "task_id": sample.task_id,
-            "messages": [{"role": "user", "content": content}],
+            "messages": self.prompt(sample.task),
             "answer": f"\\boxed{{{sample.reference['answer']}}}",
         }
+
+    def prompt(self, task: PublicTask) -> list[JSON]:
+        """The chat messages a live calibrator sends: one user message asking for a boxed
+        answer, from the public task alone (the training row's messages)."""
+        return [{"role": "user", "content": f"{task.input['problem']}\n\n{INSTRUCTION}"}]
 
     def source_files(self) -> tuple[Path, ...]:
         """This module and its helpers: the code that decides every sample and the selection."""

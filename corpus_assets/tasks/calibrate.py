@@ -32,7 +32,7 @@ from corpus_assets.tasks.calibration import (
 from corpus_assets.tasks.checkpoints import Checkpoints, canonical
 from corpus_assets.tasks.config import CalibrationSpec
 from corpus_assets.tasks.factory import load_factory
-from corpus_assets.tasks.types import PublicTask, Purpose
+from corpus_assets.tasks.types import JSON, PublicTask, Purpose
 from corpus_assets.tasks.workers import Pool, score_chunk
 
 POLL_S = 0.2  # how often a waiting calibrate step looks at the cancel event
@@ -90,7 +90,9 @@ class CalibrateStep:
         seed: int,
         batch_size: int,
         max_workers: int,
+        prompt: Callable[[PublicTask], JSON] | None = None,
     ) -> None:
+        self.prompt = prompt  # the recipe's optional `prompt(task)`, passed in the context
         self.calibrator = calibrator
         self.repeats = repeats
         self.purpose = purpose
@@ -105,7 +107,7 @@ class CalibrateStep:
         if seqs is None:
             return
         context = CalibrationContext(
-            batch, self.repeats, self.purpose, self.seed, ckpt.batch_task_ids(batch)
+            batch, self.repeats, self.purpose, self.seed, ckpt.batch_task_ids(batch), self.prompt
         )
         running: set[asyncio.Task[tuple[int, list[PublicTask], CalibrationBatch]]] = set()
         try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -47,15 +47,17 @@ class CalibrationBatch:
 
 @dataclass(frozen=True)
 class CalibrationContext:
-    """What a calibrator is told: the batch, repeats, the job's purpose and seed, and the ids of
+    """What a calibrator is told: the batch, repeats, the job's purpose and seed, the ids of
     all the batch's retained candidates (`work/batch-N-candidates.jsonl`), of which one call
-    gets at most `execution.batch_size`."""
+    gets at most `execution.batch_size`, and the recipe's optional `prompt(task)` method (how a
+    public task is asked of a chat model), None when the recipe has none."""
 
     batch_index: int
     repeats: int
     purpose: Purpose
     seed: int
     batch_task_ids: Sequence[str] = ()  # all of the batch's retained candidates, in order
+    prompt: Callable[[PublicTask], JSON] | None = None
 
 
 class Calibrator(Protocol):

@@ -115,6 +115,7 @@ class DataJob:
                 self.model.seed,
                 self.execution.batch_size,
                 self.execution.max_workers,
+                getattr(self.recipe, "prompt", None),
             )
         calibrator = None if self.calibrate is None else self.calibrate.calibrator
         corpus_inputs.check_registered(self.model.corpus_inputs, root)

@@ -12,6 +12,7 @@ The floors, top to bottom (a module may import from its own floor and from every
                  partitions, and what a stage subprocess tells Dagster through Pipes
     instance     instance/: the Dagster instance's home, PostgreSQL, dead runs, failure records
     recipes      recipes/: task recipes shipped with the package
+    calibrators  calibrators/: calibrators shipped with the package (a live model server)
     tasks        tasks/: the task-dataset system (no Dagster)
     core         core/: the stages (no Dagster; its own layers are tests/core/test_layers.py)
     dataset      dataset.py: TokenDataset, the reader of a token build (imports nothing of ours)
@@ -34,11 +35,13 @@ FLOORS = [
     "resources",
     "instance",
     "recipes",
+    "calibrators",
     "tasks",
     "core",
     "dataset",
 ]
 PACKAGES = {"build", "sensors", "assets", "resources", "instance", "recipes", "tasks", "core"}
+PACKAGES |= {"calibrators"}
 MODULES = {"cli": "entry", "definitions": "definitions", "jobs": "jobs", "dataset": "dataset"}
 
 

@@ -1,0 +1,231 @@
+"""Live responses: calibrate against a model served behind an OpenAI-compatible API.
+
+`live_responses(...)` is a calibration factory for any server of `/v1/chat/completions` (vLLM,
+SGLang, llama.cpp, a hosted API). Before its first request it reads `GET /v1/models`: the
+server must serve `model` (else a CalibrationError, exit 65, before any task is sent), and the
+served id and whatever digest the server reports become the provenance's `model_ref` and
+`backend_model_digest` (`"unreported"` when it reports none). Each task's chat messages come
+from the public task alone: the recipe's `prompt(task)` when it has one, else the task's
+`input` when that is a string (one user message) or a list of `{role, content}` messages.
+All repeats of a task are one request with `n = repeats`; a server that answers fewer choices
+(it ignores `n`) is asked the rest in separate requests (with a `seed`, repeat r is sent with
+seed + r). At most `max_concurrency` requests are in flight. Faults are retried as
+`retrying.py` says; an answer that ended for the model's reason (`length`, `content_filter`) is
+an attempt with that `failure_reason` (`chat.py`). The API key is read from the environment
+variable named by `api_key_env` when a request is made, and written nowhere. With `record_dir`,
+the answers are also kept as replayable report files (`record.py`). `settings.py` checks the
+params.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import openai
+
+from corpus_assets.calibrators.chat import (
+    Served,
+    default_messages,
+    messages_of,
+    pick_model,
+    read_choices,
+)
+from corpus_assets.calibrators.record import Recorder
+from corpus_assets.calibrators.retrying import with_retries
+from corpus_assets.calibrators.settings import Settings, check_settings
+from corpus_assets.core.errors import ConfigError
+from corpus_assets.tasks.calibration import (
+    Attempt,
+    CalibrationBatch,
+    CalibrationContext,
+)
+from corpus_assets.tasks.types import JSON, PublicTask
+
+MODULES = ("openai", "chat", "record", "retrying", "settings")  # the calibrator's code
+NO_KEY = "EMPTY"  # what a local server without a key accepts (vLLM's convention)
+
+
+def live_responses(
+    *,
+    base_url: str,
+    model: str,
+    harness_ref: str,
+    verifier_digest: str,
+    api_key_env: str | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    max_tokens: int | None = None,
+    seed: int | None = None,
+    stop: Sequence[str] | None = None,
+    request_timeout_s: float = 600.0,
+    max_concurrency: int = 8,
+    request_retries: int = 4,
+    record_dir: str | None = None,
+    config_dir: str = ".",
+) -> LiveResponses:
+    """The factory `calibration.implementation` names; nothing is sent until the first call."""
+    settings = check_settings(
+        base_url=base_url, model=model, harness_ref=harness_ref,
+        verifier_digest=verifier_digest, api_key_env=api_key_env, temperature=temperature,
+        top_p=top_p, max_tokens=max_tokens, seed=seed, stop=stop,
+        request_timeout_s=request_timeout_s, max_concurrency=max_concurrency,
+        request_retries=request_retries, record_dir=record_dir, config_dir=config_dir,
+    )  # fmt: skip
+    return LiveResponses(settings)
+
+
+class LiveResponses:
+    """An async calibrator that asks a served model, at most `max_concurrency` requests at once."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.served: Served | None = None
+        self.recorder: Recorder | None = None
+        self.ignores_n = False  # the server answered fewer choices than `n`
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: openai.AsyncOpenAI | None = None
+        self._limit = asyncio.Semaphore(settings.max_concurrency)
+        self._asking = asyncio.Lock()
+
+    def source_files(self) -> list[Path]:
+        """This module and its helpers: a resume after the calibrator's code changed is refused."""
+        here = Path(__file__).resolve().parent
+        return [here / f"{name}.py" for name in MODULES]
+
+    async def __call__(
+        self, tasks: Sequence[PublicTask], context: CalibrationContext
+    ) -> CalibrationBatch:
+        self._bind()
+        prompt = context.prompt or default_messages
+        asked = [(task, messages_of(prompt, task)) for task in tasks]
+        served = await self._identify()
+        known = {} if self.recorder is None else self.recorder.load(context.batch_index)
+        repeats = context.repeats
+        todo = [
+            (t, m) for t, m in asked if any((t.task_id, r) not in known for r in range(repeats))
+        ]
+        results = await asyncio.gather(
+            *(self._ask(t, m, repeats) for t, m in todo), return_exceptions=True
+        )
+        fresh = [a for r in results if isinstance(r, list) for a in r]
+        if self.recorder is not None:
+            await self.recorder.keep(context.batch_index, fresh)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        answers = {(a.task_id, a.repeat): a for a in fresh}
+        if self.recorder is not None:
+            await self.recorder.finish(context.batch_index, context.batch_task_ids, repeats)
+            answers = {**self.recorder.known, **answers}
+        attempts = tuple(answers[(t.task_id, r)] for t in tasks for r in range(repeats))
+        return CalibrationBatch(attempts, self._provenance(served, context))
+
+    def _bind(self) -> None:
+        """A client and a limit for the running event loop (a retried job may bring a new one)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._loop = loop
+            self._client = None
+            self._limit = asyncio.Semaphore(self.settings.max_concurrency)
+            self._asking = asyncio.Lock()
+
+    def client(self) -> openai.AsyncOpenAI:
+        """The loop's client; the key is read from the environment here, never stored elsewhere."""
+        if self._client is None:
+            key = NO_KEY
+            if self.settings.api_key_env is not None:
+                key = os.environ.get(self.settings.api_key_env, "")
+                if not key:
+                    raise ConfigError(
+                        f"live_responses: the environment variable {self.settings.api_key_env!r} "
+                        "(api_key_env) is not set"
+                    )
+            self._client = openai.AsyncOpenAI(
+                base_url=self.settings.base_url, api_key=key,
+                timeout=self.settings.timeout_s, max_retries=0,
+            )  # fmt: skip
+        return self._client
+
+    async def _identify(self) -> Served:
+        """Read `GET /models` once; the server must serve `model`."""
+        async with self._asking:
+            if self.served is None:
+                page = await with_retries(
+                    self.client().models.list, f"GET {self.settings.base_url}/models",
+                    self.settings.retries, self._limit,
+                )  # fmt: skip
+                self.served = pick_model([m.to_dict() for m in page.data], self.settings)
+                self.recorder = self._recorder(self.served)
+        return self.served
+
+    def _recorder(self, served: Served) -> Recorder | None:
+        if self.settings.record_dir is None:
+            return None
+        identity = {
+            "model_ref": served.model_ref,
+            "harness_ref": self.settings.harness_ref,
+            "backend_model_digest": served.digest,
+            "verifier_digest": self.settings.verifier_digest,
+        }
+        key_doc = {**identity, "generation": self.settings.generation, "card": served.card}
+        text = json.dumps(key_doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        key = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return Recorder(self.settings.record_dir, identity, key)
+
+    async def _ask(self, task: PublicTask, messages: list[JSON], repeats: int) -> list[Attempt]:
+        """The task's `repeats` attempts: one request with `n`, or one per repeat."""
+        choices: list[tuple[JSON, str | None]] = []
+        if not self.ignores_n:
+            choices = await self._complete(task, messages, repeats, 0)
+            if len(choices) < repeats:
+                self.ignores_n = True
+        rest = range(len(choices), repeats)
+        more = await asyncio.gather(*(self._complete(task, messages, 1, r) for r in rest))
+        choices += [c[0] for c in more]
+        return [
+            Attempt(task.task_id, r, response, reason)
+            for r, (response, reason) in enumerate(choices[:repeats])
+        ]
+
+    async def _complete(
+        self, task: PublicTask, messages: list[JSON], n: int, repeat: int
+    ) -> list[tuple[JSON, str | None]]:
+        """One chat completion's choices in index order: (content, failure reason or None)."""
+        generation = dict(self.settings.generation)
+        if "seed" in generation and repeat:
+            generation["seed"] = int(generation["seed"]) + repeat
+        what = f"task {task.task_id!r}: POST {self.settings.base_url}/chat/completions"
+        request = self.client().chat.completions.create
+
+        async def send() -> Any:
+            return await request(
+                model=self.settings.model,
+                messages=messages,
+                n=n,
+                **generation,
+            )
+
+        answer = await with_retries(send, what, self.settings.retries, self._limit)
+        return read_choices(answer, what)
+
+    def _provenance(self, served: Served, context: CalibrationContext) -> dict[str, JSON]:
+        """The same for every call of a batch: the served identity, settings and reports."""
+        provenance: dict[str, JSON] = {
+            "kind": "live_responses",
+            "base_url": self.settings.base_url,
+            "model_ref": served.model_ref,
+            "backend_model_digest": served.digest,
+            "model_card": served.card,
+            "harness_ref": self.settings.harness_ref,
+            "verifier_digest": self.settings.verifier_digest,
+            "generation": self.settings.generation,
+        }
+        if self.recorder is not None:
+            provenance["reports"] = self.recorder.provenance(context.batch_index, context.repeats)
+        return provenance
