@@ -40,8 +40,7 @@ FLOORS = [
     "core",
     "dataset",
 ]
-PACKAGES = {"build", "sensors", "assets", "resources", "instance", "recipes", "tasks", "core"}
-PACKAGES |= {"calibrators"}
+PACKAGES = set(FLOORS) - {"entry", "definitions", "jobs", "dataset"}
 MODULES = {"cli": "entry", "definitions": "definitions", "jobs": "jobs", "dataset": "dataset"}
 
 
