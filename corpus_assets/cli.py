@@ -538,7 +538,11 @@ def _add_dagster_commands(sub: Any) -> None:
     _add_instance(k)
     k.set_defaults(func=cmd_check)
 
-    u = sub.add_parser("ui", help="start the Dagster UI and daemon (dagster dev) on this data root")
+    u = sub.add_parser(
+        "ui",
+        help="start the Dagster UI and daemon (dagster dev) on this data root, on --host and "
+        "--port (default 127.0.0.1:3000)",
+    )
     _add_root(u)
     _add_instance(u)
     u.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")

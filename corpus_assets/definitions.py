@@ -25,14 +25,18 @@ from corpus_assets.sensors.cleanup import corpus_cleanup_on_cancel, corpus_clean
 from corpus_assets.sensors.config import corpus_config_sensor
 from corpus_assets.sensors.dead_runs import corpus_dead_runs
 
+OWNERS = ["team:corpus"]
+"""Who answers for every asset (the UI's Owner filter and each asset's page)."""
+
 
 def build_defs(
     paths: CorpusPaths | None = None, stage_runner: StageRunner | None = None
 ) -> dg.Definitions:
     """The corpus graph bound to `paths` (default: root from the environment at run time)."""
     paths = paths or CorpusPaths()
+    assets = [raw, shards, tokens, report, task_dataset, corpus_hf, task_hf]
     return dg.Definitions(
-        assets=[raw, shards, tokens, report, task_dataset, corpus_hf, task_hf],
+        assets=dg.map_asset_specs(lambda spec: spec.replace_attributes(owners=OWNERS), assets),
         asset_checks=[*checks.ALL_CHECKS, task_checks.task_dataset_checks],
         jobs=[corpus_build, task_build, corpus_cleanup, corpus_recheck],
         sensors=[

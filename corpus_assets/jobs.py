@@ -1,5 +1,6 @@
 """The jobs: `corpus_build` (the corpus assets and their checks), `task_build` (the task
-snapshot and its checks) and `corpus_cleanup`."""
+snapshot and its checks), `corpus_recheck` (a built partition's checks again, the partition
+picked in the Launchpad) and `corpus_cleanup`."""
 
 import time
 
@@ -7,13 +8,16 @@ import dagster as dg
 
 from corpus_assets.assets.report import report
 from corpus_assets.assets.shards import shards
+from corpus_assets.assets.step_failure import one_sentence
 from corpus_assets.assets.tokens import tokens
 from corpus_assets.core.config import load_config
+from corpus_assets.core.errors import CorpusError
 from corpus_assets.core.stages.cleanup import published_after
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.instance.dead_runs import cleanup_blocker
 from corpus_assets.instance.failures import forget_partition
 from corpus_assets.resources.configs import ConfigStore
+from corpus_assets.resources.partitions import corpus_configs
 from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.resources.stage_runner import StageRunner
 
@@ -69,10 +73,11 @@ def cleanup_partition(
     if blocker := cleanup_blocker(context.instance, config.failed_run_id):
         context.log.info(f"cleanup of {config.partition_key} skipped: {blocker}")
         return
-    config_file = configs.file_for(config.partition_key)
     decided = time.time()  # a build published after this instant is newer: kept
     root = paths.root_path()
-    stage_runner.run_cleanup(context, config_file, root, keep_newer_than=decided)
+    with one_sentence(context):
+        config_file = configs.file_for(config.partition_key)
+        stage_runner.run_cleanup(context, config_file, root, keep_newer_than=decided)
     newer = published_after(load_config(config_file), Layout(root.resolve()), decided)
     if newer is not None:
         context.log.info(f"cleanup of {config.partition_key} kept {newer}: a newer build")
@@ -85,34 +90,33 @@ def cleanup_partition(
     )
 
 
-class RecheckConfig(dg.Config):
-    """Which partition's checks to run again."""
-
-    partition_key: str
-
-
 @dg.op
-def recheck_partition(
-    context: dg.OpExecutionContext, config: RecheckConfig, paths: CorpusPaths
-) -> None:
-    """Run the shards and tokens checks of the partition as built now (no rebuild)."""
+def recheck_partition(context: dg.OpExecutionContext, paths: CorpusPaths) -> None:
+    """Run the shards and tokens checks of the run's partition as built now (no rebuild); a
+    partition with no build is refused in one line."""
     from corpus_assets.assets.recheck import recheck
 
-    done = recheck(context.instance, paths.root_path(), config.partition_key, context.log_event)  # type: ignore[arg-type]  # log_event records AssetCheckEvaluations too
-    for name, outcome in done.outcomes.items():
-        context.log.info(f"{name}: {outcome}")
-    failed = [name for name, outcome in done.outcomes.items() if outcome == "failed"]
-    if failed:
-        raise dg.Failure(
-            f"checks failed on {config.partition_key}: {', '.join(failed)}", allow_retries=False
-        )
+    key = context.partition_key
+    with one_sentence(context):
+        try:
+            done = recheck(context.instance, paths.root_path(), key, context.log_event)  # type: ignore[arg-type]  # log_event records AssetCheckEvaluations too
+        except CorpusError as exc:
+            raise dg.Failure(
+                str(exc), metadata={"exit_code": exc.exit_code}, allow_retries=False
+            ) from None
+        for name, outcome in done.outcomes.items():
+            context.log.info(f"{name}: {outcome}")
+        failed = [name for name, outcome in done.outcomes.items() if outcome == "failed"]
+        if failed:
+            raise dg.Failure(f"checks failed on {key}: {', '.join(failed)}", allow_retries=False)
 
 
 @dg.job(
     name=RECHECK_JOB,
+    partitions_def=corpus_configs,
     executor_def=dg.in_process_executor,
-    description="Run the checks of one built partition again, without rebuilding it "
-    "(config: ops.recheck_partition.config.partition_key).",
+    description="Run the checks of built partitions again, without rebuilding them: Launchpad → "
+    "pick the partition; a partition with no build is refused.",
 )
 def corpus_recheck() -> None:
     """Re-run one partition's checks."""

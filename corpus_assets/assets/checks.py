@@ -57,6 +57,8 @@ TOKENS_AUDITS: dict[str, Auditor] = {
     TOKENS_ROUNDTRIP_SAMPLE: audit.roundtrip_sample,
 }
 BLOCKING = frozenset({SHARDS_MANIFEST_VALID, TOKENS_MANIFEST_VALID})
+# The checks are partitioned, so the UI cannot execute one alone: this says where to go instead.
+RERUN = "Run again without rebuilding: Jobs → corpus_recheck → Launchpad, pick the partition."
 
 
 def _specs(asset: dg.AssetsDefinition, audits: dict[str, Auditor]) -> list[dg.AssetCheckSpec]:
@@ -68,7 +70,7 @@ def _specs(asset: dg.AssetsDefinition, audits: dict[str, Auditor]) -> list[dg.As
                 asset=asset,
                 blocking=name in BLOCKING,
                 partitions_def=corpus_configs,
-                description=(auditor.__doc__ or "").strip(),
+                description=f"{(auditor.__doc__ or '').strip()} {RERUN}",
             )
             for name, auditor in audits.items()
         ]

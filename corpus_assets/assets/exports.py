@@ -14,6 +14,7 @@ from typing import Any
 import dagster as dg
 
 from corpus_assets.assets.shards import shards
+from corpus_assets.assets.step_failure import one_sentence
 from corpus_assets.assets.task_dataset import task_dataset
 from corpus_assets.core.errors import CorpusError
 from corpus_assets.core.store.atomic import MANIFEST
@@ -22,10 +23,13 @@ from corpus_assets.core.version import CODE_VERSION
 from corpus_assets.resources.configs import ConfigStore
 from corpus_assets.resources.partitions import corpus_configs, task_configs
 from corpus_assets.resources.paths import CorpusPaths
+from corpus_assets.resources.stage_report import SHARD_COLUMNS
 from corpus_assets.resources.task_configs import TaskConfigStore
 
 EXPORTS = "exports"
 SOURCE = "corpus_source.json"
+SAMPLE_ROWS = 3
+SAMPLE_CHARS = 200
 
 
 def _source_of(dest: Path) -> dict[str, Any] | None:
@@ -50,6 +54,39 @@ def _failure(exc: CorpusError) -> dg.Failure:
     return dg.Failure(str(exc), metadata={"exit_code": exc.exit_code}, allow_retries=False)
 
 
+def dataset_view(
+    dest: Path, descriptions: dict[str, str] | None = None
+) -> dict[str, dg.MetadataValue[Any]]:
+    """The exported dataset's column schema and its first rows (long values cut short), read
+    from the `save_to_disk` Arrow files without loading `datasets`."""
+    import pyarrow as pa
+
+    files = sorted(dest.glob("data-*.arrow"))
+    if not files:
+        return {}
+    with pa.memory_map(str(files[0])) as source:
+        reader = pa.ipc.open_stream(source)
+        schema = reader.schema
+        try:
+            rows = reader.read_next_batch().slice(0, SAMPLE_ROWS).to_pylist()
+        except StopIteration:  # no rows
+            rows = []
+    about = descriptions or {}
+    columns = [dg.TableColumn(f.name, str(f.type), about.get(f.name)) for f in schema]
+    sample = [dg.TableRecord({k: _shown(v) for k, v in row.items()}) for row in rows]
+    return {
+        "dagster/column_schema": dg.MetadataValue.table_schema(dg.TableSchema(columns)),
+        "sample": dg.MetadataValue.table(
+            sample, dg.TableSchema([dg.TableColumn(f.name, "string") for f in schema])
+        ),
+    }
+
+
+def _shown(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= SAMPLE_CHARS else text[: SAMPLE_CHARS - 1] + "…"
+
+
 @dg.asset(
     code_version=CODE_VERSION,
     partitions_def=corpus_configs,
@@ -63,20 +100,21 @@ def corpus_hf(
     """The build's shards as a `datasets` dataset (id, text, source, license) with a card."""
     from corpus_assets.core.stages.export_hf import export_corpus
 
-    cfg, layout = configs.load(context.partition_key), paths.layout()
-    manifest = layout.shards(cfg) / MANIFEST
-    if not manifest.is_file():
-        raise dg.Failure(
-            f"materialize shards first: no shards manifest at {manifest}", allow_retries=False
-        )
-    dest = layout.root / EXPORTS / "corpus" / context.partition_key
-    digest = file_sha256(manifest)
-    reused = _fresh(dest, "manifest_sha256", digest)
-    if not reused:
-        try:
-            export_corpus(manifest, dest, context.log.info)
-        except CorpusError as exc:
-            raise _failure(exc) from exc
+    with one_sentence(context):
+        cfg, layout = configs.load(context.partition_key), paths.layout()
+        manifest = layout.shards(cfg) / MANIFEST
+        if not manifest.is_file():
+            raise dg.Failure(
+                f"materialize shards first: no shards manifest at {manifest}", allow_retries=False
+            )
+        dest = layout.root / EXPORTS / "corpus" / context.partition_key
+        digest = file_sha256(manifest)
+        reused = _fresh(dest, "manifest_sha256", digest)
+        if not reused:
+            try:
+                export_corpus(manifest, dest, context.log.info)
+            except CorpusError as exc:
+                raise _failure(exc) from exc
     source = _source_of(dest) or {}
     return dg.MaterializeResult(
         metadata={
@@ -84,6 +122,7 @@ def corpus_hf(
             "dagster/row_count": int(source.get("rows", 0)),
             "build_id": str(source.get("build_id")),
             "reused": reused,
+            **dataset_view(dest, {name: about for name, _, about in SHARD_COLUMNS}),
         },
         data_version=dg.DataVersion(digest),
     )
@@ -103,25 +142,27 @@ def task_hf(
     from corpus_assets.tasks.export import export_hf_dataset
     from corpus_assets.tasks.snapshot import load_snapshot
 
-    folder = task_configs.folder_for(context.partition_key) / "dataset"
-    if not (folder / "manifest.json").is_file():
-        raise dg.Failure(
-            f"materialize task_dataset first: no snapshot at {folder}", allow_retries=False
-        )
-    try:
-        snapshot = load_snapshot(folder)
-        dest = paths.root_path() / EXPORTS / "tasks" / context.partition_key
-        reused = _fresh(dest, "dataset_id", snapshot.dataset_id)
-        if not reused:
-            export_hf_dataset(snapshot, dest)
-    except CorpusError as exc:
-        raise _failure(exc) from exc
+    with one_sentence(context):
+        folder = task_configs.folder_for(context.partition_key) / "dataset"
+        if not (folder / "manifest.json").is_file():
+            raise dg.Failure(
+                f"materialize task_dataset first: no snapshot at {folder}", allow_retries=False
+            )
+        try:
+            snapshot = load_snapshot(folder)
+            dest = paths.root_path() / EXPORTS / "tasks" / context.partition_key
+            reused = _fresh(dest, "dataset_id", snapshot.dataset_id)
+            if not reused:
+                export_hf_dataset(snapshot, dest)
+        except CorpusError as exc:
+            raise _failure(exc) from exc
     return dg.MaterializeResult(
         metadata={
             "path": dg.MetadataValue.path(str(dest)),
             "dagster/row_count": int(snapshot.manifest["rows"]),
             "dataset_id": snapshot.dataset_id,
             "reused": reused,
+            **dataset_view(dest),
         },
         data_version=dg.DataVersion(snapshot.dataset_id),
     )

@@ -4,6 +4,7 @@ from typing import Any
 
 import dagster as dg
 
+from corpus_assets.assets.step_failure import one_sentence
 from corpus_assets.core.version import CODE_VERSION
 from corpus_assets.resources.configs import ConfigStore
 from corpus_assets.resources.partitions import corpus_configs
@@ -27,5 +28,6 @@ def raw(
     stage_runner: StageRunner,
 ) -> dg.MaterializeResult[Any]:
     """Every source of the config, fetched once into the shared raw cache (stage `fetch`)."""
-    config_file = configs.file_for_run(context)
-    return stage_runner.run_stage(context, "fetch", config_file, paths.root_path())
+    with one_sentence(context):
+        config_file = configs.file_for_run(context)
+        return stage_runner.run_stage(context, "fetch", config_file, paths.root_path())

@@ -2,7 +2,8 @@
 
 Dagster 1.13 cannot execute partitioned asset checks without materializing their asset ("There
 is no PartitionsDefinition shared by all the provided assets"). So the audits run here, in
-the `corpus_recheck` job (which `corpus check` executes in process), and each result is logged
+the `corpus_recheck` job, partitioned like the assets so the Launchpad offers the partitions to
+pick from (`corpus check` executes it in process), and each result is logged
 as an `AssetCheckEvaluation` of the partition, targeting the asset's latest materialization:
 the UI's Checks tab shows it like any other evaluation.
 """
@@ -22,6 +23,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 from corpus_assets.assets import checks
 from corpus_assets.assets.shards import shards
 from corpus_assets.assets.tokens import tokens
+from corpus_assets.core.errors import UpstreamMissing
 from corpus_assets.core.store import registry
 from corpus_assets.core.store.layout import Layout
 
@@ -43,13 +45,18 @@ def recheck(
     partition_key: str,
     report: Callable[[dg.AssetCheckEvaluation], None],
 ) -> Recheck:
-    """Audit the partition's shards and tokens as built now and `report` each evaluation."""
+    """Audit the partition's shards and tokens as built now and `report` each evaluation; a
+    partition that is not registered (`ConfigError`) or has no build (`UpstreamMissing`) is
+    refused before anything is checked."""
     layout = Layout(root.resolve())
     cfg = registry.load(layout, partition_key)
+    targets = {key: _latest_materialization(instance, key, partition_key) for key, _ in AUDITED}
+    if all(target is None for target in targets.values()):
+        raise UpstreamMissing("shards", f"partition {partition_key} has no build to check")
     outcomes: dict[str, str] = {}
     blocking_failed = False
     for key, audits in AUDITED:
-        target = _latest_materialization(instance, key, partition_key)
+        target = targets[key]
         if target is None:
             outcomes.update(dict.fromkeys(audits, "not materialized"))
             continue

@@ -6,6 +6,7 @@ import dagster as dg
 
 from corpus_assets.assets.report_page import report_metadata
 from corpus_assets.assets.shards import shards
+from corpus_assets.assets.step_failure import one_sentence
 from corpus_assets.assets.tokens import tokens
 from corpus_assets.core.errors import UpstreamMissing
 from corpus_assets.core.store.atomic import MANIFEST
@@ -30,11 +31,12 @@ def report(
     shards. Drawn in its own step after `tokens`, so no stage waits for it; shown here and on
     the `shards` page (an observation of the partition). A report that cannot be made fails
     nothing: its metadata says why."""
-    cfg, layout = configs.load(context.partition_key), paths.layout()
-    manifest = layout.shards(cfg) / MANIFEST
-    if not manifest.is_file():
-        problem = UpstreamMissing("shards", f"no shards manifest at {manifest}")
-        raise dg.Failure(description=str(problem), metadata={"upstream_missing": True})
+    with one_sentence(context):
+        cfg, layout = configs.load(context.partition_key), paths.layout()
+        manifest = layout.shards(cfg) / MANIFEST
+        if not manifest.is_file():
+            problem = UpstreamMissing("shards", f"no shards manifest at {manifest}")
+            raise dg.Failure(description=str(problem), metadata={"upstream_missing": True})
     metadata = report_metadata(context, cfg, layout)
     context.log_event(
         dg.AssetObservation(

@@ -5,6 +5,7 @@ from typing import Any
 import dagster as dg
 
 from corpus_assets.assets.raw import raw
+from corpus_assets.assets.step_failure import one_sentence
 from corpus_assets.core.version import CODE_VERSION
 from corpus_assets.resources.configs import ConfigStore
 from corpus_assets.resources.partitions import corpus_configs
@@ -28,6 +29,10 @@ def shards(
     configs: ConfigStore,
     stage_runner: StageRunner,
 ) -> dg.MaterializeResult[Any]:
-    """Filtered, deduplicated, PII-scrubbed Parquet shards of the config (stage `shard`)."""
-    config_file = configs.file_for_run(context)
-    return stage_runner.run_stage(context, "shard", config_file, paths.root_path())
+    """Filtered, deduplicated, PII-scrubbed Parquet shards of the config (stage `shard`).
+    Its checks run with every materialization. To run them again on the partition as built,
+    without rebuilding: Jobs → `corpus_recheck` → Launchpad, pick the partition, Launch Run (or
+    `corpus check KEY`)."""
+    with one_sentence(context):
+        config_file = configs.file_for_run(context)
+        return stage_runner.run_stage(context, "shard", config_file, paths.root_path())

@@ -8,6 +8,7 @@ from typing import Any
 
 import dagster as dg
 
+from corpus_assets.assets.step_failure import one_sentence
 from corpus_assets.core.version import CODE_VERSION
 from corpus_assets.resources.partitions import task_configs
 from corpus_assets.resources.paths import CorpusPaths
@@ -32,6 +33,7 @@ def task_dataset(
 ) -> dg.MaterializeResult[Any]:
     """The job's owner-only snapshot: public, reference and training rows, probes, report."""
     key = context.partition_key
-    return stage_runner.run_tasks(
-        context, task_configs.file_for(key), task_configs.folder_for(key), paths.root_path()
-    )
+    with one_sentence(context):
+        return stage_runner.run_tasks(
+            context, task_configs.file_for(key), task_configs.folder_for(key), paths.root_path()
+        )

@@ -21,7 +21,7 @@ from corpus_assets.assets.task_checks import TASK_CHECK_NAMES
 from corpus_assets.build.cleanup import compensating
 from corpus_assets.build.output import QUIET_LOGS, BuildOutput, error_message
 from corpus_assets.core.config import LoadedConfig
-from corpus_assets.core.errors import EXIT_DATA, EXIT_TRANSIENT, EXIT_USAGE
+from corpus_assets.core.errors import EXIT_DATA, EXIT_TRANSIENT, EXIT_USAGE, ConfigError
 from corpus_assets.core.store import registry
 from corpus_assets.core.store.atomic import MANIFEST
 from corpus_assets.core.store.layout import Layout
@@ -220,11 +220,11 @@ def _summary(cfg: LoadedConfig, root: Path, result: dg.ExecuteInProcessResult) -
         "tokens_manifest": _rel(layout.tokens(cfg) / MANIFEST, root),
         "report": _report_of(result, root),
         "documents": {
-            "fetched": meta["raw"].get("documents"),
-            "in": meta["shards"].get("documents_in"),
-            "out": meta["shards"].get("documents_out"),
+            "fetched": _count(meta["raw"].get("documents")),
+            "in": _count(meta["shards"].get("documents_in")),
+            "out": _count(meta["shards"].get("documents_out")),
         },
-        "tokens": meta["tokens"].get("tokens"),
+        "tokens": _count(meta["tokens"].get("tokens")),
         "stages": {STAGE_ASSETS[name]: _step_status(result, name) for name in STAGE_ASSETS},
         "checks": _check_outcomes(result),
     }
@@ -245,6 +245,11 @@ def _metadata(result: dg.ExecuteInProcessResult, node: str) -> dict[str, Any]:
     if not events:
         return {}
     return {k: v.value for k, v in events[-1].metadata.items()}
+
+
+def _count(value: Any) -> int | None:
+    """A count of the metadata (shown as `119,280`) as a number."""
+    return int(value.replace(",", "")) if isinstance(value, str) else value
 
 
 def _rel(path: Path, root: Path) -> str | None:
@@ -300,11 +305,12 @@ def _exit_code(result: dg.ExecuteInProcessResult) -> int:
 def recheck(instance: dg.DagsterInstance, root: Path, partition_key: str) -> dict[str, str]:
     """Run the `corpus_recheck` job of a partition in process; per check its outcome."""
     registry.path_for(Layout(root.resolve()), partition_key)  # ConfigError if unregistered
+    instance.add_dynamic_partitions(CORPUS_CONFIGS, [partition_key])  # registered: a no-op
     defs = build_defs(paths=CorpusPaths(root=str(root.resolve())))
-    config = {"ops": {"recheck_partition": {"config": {"partition_key": partition_key}}}}
     result = defs.resolve_job_def(RECHECK_JOB).execute_in_process(
         instance=instance,
-        run_config={**config, **QUIET_LOGS},
+        partition_key=partition_key,
+        run_config=QUIET_LOGS,
         raise_on_error=False,
         tags=process_tags(),
     )
@@ -317,7 +323,15 @@ def recheck(instance: dg.DagsterInstance, root: Path, partition_key: str) -> dic
         evaluation = event.event_specific_data if event is not None else None
         if isinstance(evaluation, dg.AssetCheckEvaluation):
             outcomes[evaluation.check_name] = "passed" if evaluation.passed else "failed"
+    failures = [e.step_failure_data for e in result.get_step_failure_events()]
+    if failures and not records:  # refused (no build) before anything was checked: its line
+        refusal = failures[0].user_failure_data
+        why = refusal.description if refusal is not None else None
+        raise ConfigError(str(why or error_message(failures[0].error)))
     return dict(sorted(outcomes.items()))
+
+
+SUPERSEDED = "Function `dev_command` is superseded"
 
 
 def ui(root: Path, host: str, port: int, url: str | None = None) -> NoReturn:
@@ -328,6 +342,9 @@ def ui(root: Path, host: str, port: int, url: str | None = None) -> NoReturn:
         with instance_for(root, url) as instance:  # checks the URL, creates the tables once
             home = Path(instance.root_directory)
     env = {**os.environ, "DAGSTER_HOME": str(home), "CORPUS_ROOT": str(root.resolve())}
+    # `dagster dev` warns at start-up that `dg dev` supersedes it; `corpus ui` is the command here
+    quiet = f"ignore:{SUPERSEDED}:FutureWarning"
+    env["PYTHONWARNINGS"] = ",".join(filter(None, (os.environ.get("PYTHONWARNINGS"), quiet)))
     argv = [sys.executable, "-m", "dagster", "dev", "-m", "corpus_assets.definitions"]
     argv += ["-h", host, "-p", str(port)]
     _stderr(f"[corpus] DAGSTER_HOME={home} CORPUS_ROOT={env['CORPUS_ROOT']}")

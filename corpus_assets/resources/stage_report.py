@@ -54,31 +54,48 @@ def pipes_if_launched() -> Iterator[Reporter | None]:
         return
     from dagster_pipes import open_dagster_pipes
 
-    with open_dagster_pipes() as pipes:
+    pipes = open_dagster_pipes()
+    try:
         yield Reporter(pipes)
+    finally:
+        # closed without the exception: the exit code and the stage's one-line error tell the
+        # step why it failed; a traceback goes to stderr only (the step's stderr_tail)
+        pipes.close()
+
+
+SIZES = {"text_bytes_out": "text_size_out", "text_bytes": "text_size"}
+"""Byte counts shown once, as a size with the exact count: `116.2 KiB (118,980 bytes)`."""
 
 
 def summary_metadata(summary: dict[str, Any], root: Path) -> Metadata:
-    """Asset metadata from a stage's JSON summary: counts, tables of drops and sources, paths."""
+    """Asset metadata from a stage's JSON summary: counts (thousands separated, each shown
+    once), tables of drops and sources, paths."""
     md: Metadata = {}
     for key, value in summary.items():
         if key == "manifest" and isinstance(value, str):
             md["manifest"] = _v(str((root / value).resolve()), "path")
         elif key == "dropped" and isinstance(value, dict):
             md["dropped"] = _table(
-                [{"reason": k, "documents": n} for k, n in sorted(value.items())],
-                [("reason", "string"), ("documents", "int")],
+                [{"reason": k, "documents": count(n)} for k, n in sorted(value.items())],
+                [("reason", "string"), ("documents", "string")],
             )
-            md["dropped_total"] = _v(sum(value.values()), "int")
+            md["dropped_total"] = _v(count(sum(value.values())), "text")
         elif key in ("duplicates", "pii", "contaminated", "excluded") and isinstance(value, dict):
             for sub, n in sorted(value.items()):
-                md[f"{key}_{sub}"] = _v(n, "int")
+                md[f"{key}_{sub}"] = _v(count(n), "text")
         elif key == "sources" and isinstance(value, list):
             md["sources"] = _sources_table(value)
+        elif key in SIZES and isinstance(value, int):
+            md[SIZES[key]] = _v(f"{human_size(value)} ({value:,} bytes)", "text")
         else:
             md[key] = _scalar(value)
     _derived(summary, md)
     return md
+
+
+def count(n: int) -> str:
+    """A count as people read it: `119,280`."""
+    return f"{n:,}"
 
 
 SHARD_COLUMNS = (
@@ -95,8 +112,7 @@ def provenance_metadata(
     """What a person asks of a build: which config, which inputs, which files, sizes."""
     md: Metadata = {}
     if config is not None:
-        text = json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False)
-        md["config"] = _v(f"```json\n{text}\n```", "md")
+        md["config"] = _v(_json_block(config), "md")
         md["build"] = _v(
             f"{config.get('dataset')} {config.get('version')}: build {summary.get('build_id')}",
             "text",
@@ -120,10 +136,19 @@ def provenance_metadata(
                 },
                 "table_schema",
             )
-    for key in ("text_bytes_out", "text_bytes"):
-        if isinstance(summary.get(key), int):
-            md[key.replace("bytes", "size")] = _v(human_size(summary[key]), "text")
+        if stage == "tokenize":
+            md["dagster/column_schema"] = _v(_token_columns(doc), "table_schema")
     return md
+
+
+def _token_columns(doc: dict[str, Any]) -> dict[str, Any]:
+    """What `TokenDataset` reads per document: its token ids (.bin) and end offset (.idx)."""
+    dtype, idx = doc.get("dtype"), doc.get("idx_dtype")
+    columns = [
+        ("tokens", f"{dtype}[]", f"the document's token ids, EOS ({doc.get('eos_id')}) last; .bin"),
+        ("end", str(idx), "offset one past the document's last token in its .bin; .idx"),
+    ]
+    return {"columns": [{"name": n, "type": t, "description": d} for n, t, d in columns]}
 
 
 def human_size(count: int) -> str:
@@ -149,7 +174,7 @@ def _fetched_sources(summary: dict[str, Any], root: Path) -> dict[str, Any]:
                 "license": doc.get("license"),
                 "path": spec.get("path") or spec.get("hf") or spec.get("url"),
                 "input_sha256": doc.get("input_sha256"),
-                "documents": source.get("documents"),
+                "documents": count(int(source.get("documents", 0))),
                 "size": human_size(int(source.get("text_bytes", 0))),
                 "cached": bool(source.get("cached")),
             }
@@ -159,7 +184,7 @@ def _fetched_sources(summary: dict[str, Any], root: Path) -> dict[str, Any]:
         ("license", "string"),
         ("path", "string"),
         ("input_sha256", "string"),
-        ("documents", "int"),
+        ("documents", "string"),
         ("size", "string"),
         ("cached", "bool"),
     ]
@@ -168,18 +193,22 @@ def _fetched_sources(summary: dict[str, Any], root: Path) -> dict[str, Any]:
 
 def _files_table(files: list[dict[str, Any]], tokens: bool) -> dict[str, Any]:
     """One row per shard or token file: name, documents, tokens, size, sha256."""
-    rows = [
-        {
-            "name": f.get("name"),
-            "documents": f.get("rows", f.get("documents")),
-            **({"tokens": f.get("tokens")} if tokens else {}),
-            "size": human_size(int(f.get("bytes", 0))),
-            "sha256": f.get("sha256"),
-        }
-        for f in files
-    ]
-    columns = [("name", "string"), ("documents", "int")]
-    columns += [("tokens", "int")] if tokens else []
+    rows = []
+    for f in files:
+        # an .idx file holds the offsets of its .bin's documents: their counts are on the .bin row
+        counted = not str(f.get("name", "")).endswith(".idx")
+        documents = f.get("rows", f.get("documents"))
+        rows.append(
+            {
+                "name": f.get("name"),
+                "documents": count(documents) if counted and isinstance(documents, int) else None,
+                **({"tokens": count(f["tokens"]) if counted else None} if tokens else {}),
+                "size": human_size(int(f.get("bytes", 0))),
+                "sha256": f.get("sha256"),
+            }
+        )
+    columns = [("name", "string"), ("documents", "string")]
+    columns += [("tokens", "string")] if tokens else []
     columns += [("size", "string"), ("sha256", "string")]
     return _table(rows, columns)
 
@@ -204,18 +233,36 @@ def task_metadata(snapshot: Path) -> Metadata:
         "dataset_path": _v(str(snapshot.resolve()), "path"),
         "dagster/row_count": _v(manifest["rows"], "int"),
         "partition_key": _v(manifest["job"]["partition_key"], "text"),
+        "config": _v(_json_block(manifest["config"]), "md"),
         "config_sha256": _v(manifest["job"]["config_sha256"], "text"),
         "calibrated_selection": _v(bool(report["calibrated"]), "bool"),
         "counts": _table(
-            [{"step": k, "tasks": n} for k, n in counts.items()],
-            [("step", "string"), ("tasks", "int")],
+            [{"step": k, "tasks": count(n)} for k, n in counts.items()],
+            [("step", "string"), ("tasks", "string")],
         ),
         "selection_statistics": _v(report["selection"]["statistics"], "json"),
     }
-    md |= {k: _v(n, "int") for k, n in counts.items()}
+    builds = manifest.get("sources", {}).get("corpus_inputs") or []
+    if builds:
+        md["corpus_builds"] = _corpus_builds(builds)
     if manifest.get("calibration") is not None:
         md["calibration"] = _v(manifest["calibration"], "json")
     return md
+
+
+def _corpus_builds(builds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The corpus builds the job read, each linked to its `shards` partition page."""
+    lines = [
+        f"- [{b['partition_key']}](/assets/shards?view=partitions&partition={b['partition_key']})"
+        f": build `{b['build_id']}`, shards manifest sha256 `{b['manifest_sha256']}`"
+        for b in builds
+    ]
+    return _v("Read from the corpus builds:\n\n" + "\n".join(lines), "md")
+
+
+def _json_block(value: Any) -> str:
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+    return f"```json\n{text}\n```"
 
 
 def _derived(summary: dict[str, Any], md: Metadata) -> None:
@@ -226,7 +273,6 @@ def _derived(summary: dict[str, Any], md: Metadata) -> None:
     if isinstance(dupes, dict) and isinstance(summary.get("documents_in"), int):
         kept = summary.get("documents_out", 0) + sum(dupes.values())
         removed = sum(dupes.values())
-        md["dedup_ratio"] = _v(round(removed / kept, 6) if kept else 0.0, "float")
         share = f" ({100 * removed / kept:.1f} %)" if kept else ""
         md["dedup_removed"] = _v(
             f"{removed:,} of {kept:,} documents left by the filters{share}", "text"
@@ -240,24 +286,26 @@ def _sources_table(sources: list[Any]) -> dict[str, Any]:
             if (k, _column_type(v)) not in columns and not isinstance(v, dict | list):
                 columns.append((k, _column_type(v)))
     names = [c for c, _ in columns]
-    return _table([{k: s.get(k) for k in names} for s in sources], columns)
+    return _table([{k: _cell(s.get(k)) for k in names} for s in sources], columns)
+
+
+def _cell(value: Any) -> Any:
+    return count(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 def _column_type(value: Any) -> str:
     if isinstance(value, bool):
         return "bool"
-    if isinstance(value, int):
-        return "int"
     if isinstance(value, float):
         return "float"
-    return "string"
+    return "string"  # an int is a count: shown thousands separated
 
 
 def _scalar(value: Any) -> dict[str, Any]:
     if isinstance(value, bool):
         return _v(value, "bool")
     if isinstance(value, int):
-        return _v(value, "int")
+        return _v(count(value), "text")
     if isinstance(value, float):
         return _v(value, "float")
     if isinstance(value, str):

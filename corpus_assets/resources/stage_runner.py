@@ -166,9 +166,9 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
                     allow_retries=False,
                 ) from exc
         if outcome.returncode != 0 or outcome.timed_out:
-            error = failure(_what(args), outcome)
-            context.log.error(f"{error.description}\ncommand: {shlex.join(argv)}")
-            raise error
+            # the command and the stderr tail go to the run log; the asset logs the sentence
+            context.log.info(f"`corpus {_what(args)}` failed; command: {shlex.join(argv)}")
+            raise failure(_what(args), outcome)
         return session.get_results(implicit_materializations=False)
 
 
@@ -193,10 +193,11 @@ def failure(what: str, outcome: Outcome) -> dg.Failure:
         reason = f"killed by signal {-code}, retried"
     else:
         reason = f"exit {code} (crash), retried"
-    sentence = error.split("error: ", 1)[1] if "error: " in error else ""
+    sentence = error.split("error: ", 1)[1].strip() if "error: " in error else ""
     return dg.Failure(
-        # the stage's own sentence first; what the runner did about it on the next line
-        description=f"{sentence}\n(`corpus {what}` {reason})"
+        # one line: the stage's own sentence, then what the runner did about it; the traceback,
+        # if any, is in `stderr_tail` and the step's stderr
+        description=f"{sentence} (`corpus {what}` {reason})"
         if sentence
         else f"`corpus {what}` {reason}",
         metadata={

@@ -63,7 +63,7 @@ def test_materializations_carry_config_sources_files_and_schema(
     assert shards["manifest_sha256"] == hashlib.sha256(manifest.read_bytes()).hexdigest()
     rows = [r.data for r in shards["files"].records]
     assert [(r["name"], r["documents"], r["sha256"]) for r in rows] == [
-        (s["name"], s["rows"], s["sha256"]) for s in doc["shards"]
+        (s["name"], f"{s['rows']:,}", s["sha256"]) for s in doc["shards"]
     ]
     assert rows[0]["size"] == human_size(doc["shards"][0]["bytes"])
     assert [c.name for c in shards["dagster/column_schema"].columns] == [
@@ -72,19 +72,31 @@ def test_materializations_carry_config_sources_files_and_schema(
         "source",
         "license",
     ]
-    assert shards["text_size_out"] == human_size(doc["text_bytes_out"])
+    assert shards["text_size_out"] == (
+        f"{human_size(doc['text_bytes_out'])} ({doc['text_bytes_out']:,} bytes)"
+    )
+    assert "text_bytes_out" not in shards and "dedup_ratio" not in shards  # each value once
+    assert shards["documents_in"] == f"{doc['documents_in']:,}"  # thousands separated
     assert shards["files_size"] == human_size(sum(s["bytes"] for s in doc["shards"]))
     removed, kept = (
         sum(doc["duplicates"].values()),
         doc["documents_out"] + sum(doc["duplicates"].values()),
     )
     assert shards["dedup_removed"] == (
-        f"{removed} of {kept} documents left by the filters ({100 * removed / kept:.1f} %)"
+        f"{removed:,} of {kept:,} documents left by the filters ({100 * removed / kept:.1f} %)"
     )
     tokens = _latest(instance, "tokens", key)
     token_rows = [r.data for r in tokens["files"].records]
     assert {r["name"].rsplit(".", 1)[1] for r in token_rows} == {"bin", "idx"}
-    assert sum(r["tokens"] for r in token_rows if r["name"].endswith(".bin")) == tokens["tokens"]
+    bins = [r for r in token_rows if r["name"].endswith(".bin")]
+    assert tokens["tokens"] == f"{sum(int(r['tokens'].replace(',', '')) for r in bins):,}"
+    assert int(tokens["tokens"].replace(",", "")) >= 1000  # so the separator shows
+    idx = [r for r in token_rows if r["name"].endswith(".idx")]
+    assert idx and all(r["tokens"] is None and r["documents"] is None for r in idx)
+    assert [(c.name, c.type) for c in tokens["dagster/column_schema"].columns] == [
+        ("tokens", f"{tokens_manifest_dtype(layout, cfg)}[]"),
+        ("end", "uint64"),
+    ]
     tokens_doc = json.loads((layout.tokens(cfg) / "_MANIFEST.json").read_text())
     assert tokens["files_size"] == human_size(sum(f["bytes"] for f in tokens_doc["files"]))
 
@@ -117,6 +129,10 @@ def test_materializations_carry_config_sources_files_and_schema(
     assert _observed(instance, "shards", key)["report"] == made["report"]
 
 
+def tokens_manifest_dtype(layout: Layout, cfg: Any) -> str:
+    return str(json.loads((layout.tokens(cfg) / "_MANIFEST.json").read_text())["dtype"])
+
+
 def test_human_sizes() -> None:
     assert [human_size(n) for n in (0, 1023, 1024, 118_980, 5 * 2**20, 3 * 2**40)] == [
         "0 B",
@@ -132,11 +148,18 @@ def test_every_asset_has_a_code_version_and_every_sensor_and_job_a_description()
     graph = defs.resolve_asset_graph()
     for key in graph.get_all_asset_keys():
         assert defs.resolve_assets_def(key).code_versions_by_key[key] == CODE_VERSION, key
+        assert graph.get(key).owners == ["team:corpus"], key
+    for name in ("shards", "tokens"):  # where to re-run checks the UI cannot execute alone
+        assert "corpus_recheck" in str(graph.get(dg.AssetKey(name)).description), name
+    for check in graph.asset_check_keys:
+        description = graph.get_check_spec(check).description
+        if check.asset_key.path[0] in ("shards", "tokens"):
+            assert "corpus_recheck" in str(description), check
     for sensor in ("corpus_config_sensor", "corpus_cleanup_on_failure"):
         assert defs.resolve_sensor_def(sensor).description
     for sensor in ("corpus_cleanup_on_cancel", "corpus_dead_runs"):
         assert defs.resolve_sensor_def(sensor).description
-    for job in ("corpus_build", "task_build", "corpus_cleanup"):
+    for job in ("corpus_build", "task_build", "corpus_cleanup", "corpus_recheck"):
         assert defs.resolve_job_def(job).description
 
 

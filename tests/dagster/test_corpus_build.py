@@ -49,7 +49,7 @@ def test_build_materializes_three_assets_with_checks(
     shards = _materialized(instance, "shards", cfg.partition_key)
     assert len(shards) == 1
     meta = shards[0].asset_materialization.metadata  # type: ignore[union-attr]
-    assert meta["documents_out"].value == s["documents"]["out"]
+    assert meta["documents_out"].value == f"{s['documents']['out']:,}"
     assert meta["dagster/row_count"].value == s["documents"]["out"]
     assert meta["stage_key"].value == cfg.stage_key("shard")
     assert {"reason", "documents"} <= {c.name for c in meta["dropped"].value.schema.columns}
@@ -59,7 +59,7 @@ def test_build_materializes_three_assets_with_checks(
         "duplicates_near",
         "partial_copies",
         "pii_email",
-        "dedup_ratio",
+        "dedup_removed",
     } <= set(meta)
 
     start = time.monotonic()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 from pathlib import Path
 
@@ -59,10 +60,8 @@ def test_checks_run_again_on_the_build_as_it_is_now(
 
     shard.write_bytes(original)  # repaired: the next re-run passes
     job = build_defs(paths=CorpusPaths(root=str(root))).resolve_job_def("corpus_recheck")
-    again = job.execute_in_process(
-        instance=instance,
-        run_config={"ops": {"recheck_partition": {"config": {"partition_key": key}}}},
-    )
+    assert job.partitions_def is not None  # the Launchpad offers the partitions to pick from
+    again = job.execute_in_process(instance=instance, partition_key=key)
     assert again.success
     record = instance.get_latest_asset_check_evaluation_record(MANIFEST_CHECK)
     assert record is not None and record.event is not None
@@ -70,10 +69,24 @@ def test_checks_run_again_on_the_build_as_it_is_now(
     assert _materializations(instance, key) == 1
 
 
-def test_an_unbuilt_partition_has_nothing_to_check(
+def _errors(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    return [e.user_message for e in instance.all_logs(run_id) if e.level >= logging.ERROR]
+
+
+def test_a_partition_without_a_build_is_refused_in_one_line(
     example: Path, root: Path, instance: dg.DagsterInstance
 ) -> None:
+    """Never a green run that checked nothing: registered, never built (or cleaned up)."""
     key = driver.register(example, root, instance).partition_key
     done = _check(root, key)
-    assert done.returncode == 0, done.stderr
-    assert set(json.loads(done.stdout)["checks"].values()) == {"not materialized"}
+    assert done.returncode == 64, done.stderr
+    refusal = f"materialize shards first: partition {key} has no build to check"
+    assert done.stderr.strip() == f"corpus check: error: {refusal}"
+
+    job = build_defs(paths=CorpusPaths(root=str(root))).resolve_job_def("corpus_recheck")
+    run = job.execute_in_process(instance=instance, partition_key=key, raise_on_error=False)
+    assert not run.success
+    assert _errors(instance, run.run_id)[0] == refusal  # the run page's first ERROR line
+    assert not instance.get_records_for_run(
+        run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
+    ).records

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -12,7 +13,7 @@ from types import FrameType
 
 import dagster as dg
 import pytest
-from dagster_support import variant, wrapped
+from dagster_support import unlicensed, variant, wrapped
 from support.processes import running
 
 from corpus_assets.build import driver
@@ -141,11 +142,27 @@ def test_a_failure_reads_as_the_stage_sentence_first() -> None:
         "corpus run: error: materialize raw first: source 'x' was not fetched",
     )
     f = failure("run --stage shard", Outcome(64, None, "", tail, 1.0))
-    first, second = str(f.description).splitlines()
-    assert first == "materialize raw first: source 'x' was not fetched"
-    assert second == "(`corpus run --stage shard` exit 64 (bad config or usage), not retried)"
+    assert f.description == (
+        "materialize raw first: source 'x' was not fetched "
+        "(`corpus run --stage shard` exit 64 (bad config or usage), not retried)"
+    )
     assert f.metadata["upstream_missing"].value is True
     assert "shard: reading" in str(f.metadata["stderr_tail"].value)
     killed = failure("run --stage shard", Outcome(-9, None, "", ("shard: reading",), 1.0))
     assert killed.description == "`corpus run --stage shard` killed by signal 9, retried"
     assert killed.metadata["upstream_missing"].value is False
+
+
+def test_a_failed_stage_says_one_sentence_first(
+    example: Path, root: Path, instance: dg.DagsterInstance
+) -> None:
+    """The run's first ERROR event is the stage's sentence with its exit code, on one line; the
+    child's exception is not reported through Pipes (no traceback in the run log)."""
+    result = driver.build(unlicensed(example), root, instance)
+    assert result.exit_code == 65
+    logs = instance.all_logs(result.run_id)
+    first = next(e.user_message for e in logs if e.level >= logging.ERROR)
+    assert first.startswith("source 'tiny' has license 'proprietary'"), first
+    assert first.endswith("(`corpus run --stage shard` exit 65 (bad data), not retried)"), first
+    assert "\n" not in first and "Traceback" not in first
+    assert not [e for e in logs if "pipes closed with exception" in e.user_message]

@@ -116,10 +116,15 @@ def test_corpus_build_of_a_task_config_materializes_checks_and_then_resumes(
         ).records
         metadata = records[0].asset_materialization.metadata  # type: ignore[union-attr]
         assert metadata["dataset_id"].value == snapshot.dataset_id
-        assert metadata["selected"].value == 64
+        counts = {r.data["step"]: r.data["tasks"] for r in metadata["counts"].value.records}  # type: ignore[attr-defined]
+        assert counts["selected"] == "64" and counts["generated"] == "128"
+        assert counts["calibrated"] == "127"  # every retained candidate
+        assert not {"selected", "generated", "calibrated"} & set(metadata)  # each count once
         assert metadata["calibrated_selection"].value is True
-        assert metadata["calibrated"].value == 127  # every retained candidate
-        assert metadata["generated"].value == 128
+        shown = str(metadata["config"].value)
+        assert json.loads(shown.split("\n", 1)[1].rsplit("```", 1)[0])["name"] == (
+            "arithmetic-calibrated"
+        )
         assert metadata["calibration"].value["repeats"] == 2  # type: ignore[index]
     again = corpus(root, "build", str(config))
     assert again.returncode == 0, again.stderr
@@ -268,6 +273,15 @@ def test_a_tampered_snapshot_fails_the_blocking_check(tmp_path: Path) -> None:
     assert audit.owner_only(folder).problems == ("dataset/public.jsonl: mode 644, want 600",)
 
 
+def schema_of(root: Path, asset: str, key: str) -> dg.TableSchema:
+    with dg.DagsterInstance.from_config(str(root / "dagster")) as instance:
+        latest = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[key]), limit=1
+        ).records[0]
+        metadata = latest.asset_materialization.metadata  # type: ignore[union-attr]
+        return metadata["dagster/column_schema"].value  # type: ignore[return-value]
+
+
 def _materialize(root: Path, cwd: Path, select: str, key: str) -> None:
     done = run_dagster(
         "asset", "materialize", "-m", "corpus_assets.definitions", "--select", select,
@@ -303,6 +317,23 @@ def test_the_export_assets_write_loadable_datasets_once_per_source(
         ).records
         reused = [r.asset_materialization.metadata["reused"].value for r in records]  # type: ignore[union-attr]
         assert sorted(reused) == [False, True]
+        for asset, key, dataset in (
+            ("corpus_hf", corpus_key, corpus_hf),
+            ("task_hf", task_key, task_hf),
+        ):
+            latest = instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[key]),
+                limit=1,
+            ).records[0]
+            metadata = latest.asset_materialization.metadata  # type: ignore[union-attr]
+            schema = metadata["dagster/column_schema"].value
+            assert [c.name for c in schema.columns] == dataset.column_names, asset
+            sample = metadata["sample"].value.records
+            assert len(sample) == 3, asset  # a few rows, every column, values as text
+            assert set(sample[0].data) == set(dataset.column_names), asset
+            assert all(isinstance(v, str) and len(v) <= 200 for v in sample[0].data.values())
+    text = {c.name: c for c in schema_of(root, "corpus_hf", corpus_key).columns}["text"]
+    assert text.type == "string" and text.description == "the filtered, PII-scrubbed text"
 
 
 def test_the_cloze_example_reads_a_verified_corpus_build(tmp_path: Path, example: Path) -> None:
@@ -327,6 +358,18 @@ def test_the_cloze_example_reads_a_verified_corpus_build(tmp_path: Path, example
             "manifest_sha256": snapshot.manifest["sources"]["corpus_inputs"][0]["manifest_sha256"],
         }
     ]
+    with dg.DagsterInstance.from_config(str(root / "dagster")) as instance:
+        task_key = json.loads(done.stdout)["partition_key"]
+        latest = instance.fetch_materializations(
+            dg.AssetRecordsFilter(
+                asset_key=dg.AssetKey("task_dataset"), asset_partitions=[task_key]
+            ),
+            limit=1,
+        ).records[0]
+        builds = str(latest.asset_materialization.metadata["corpus_builds"].value)  # type: ignore[union-attr]
+    # the page names the build it read and links to that partition of shards
+    assert "[tiny-stories-v1-778947f76566](/assets/shards?view=partitions&partition=" in builds
+    assert "build `corpus/tiny-stories/v1/778947f76566`" in builds
     shards = sorted((root / "corpus" / "tiny-stories" / "v1" / "778947f76566").glob("*.parquet"))
     texts = {r["id"]: r["text"] for s in shards for r in pq.read_table(s).to_pylist()}
     publics = [json.loads(line) for line in (snapshot.path / "public.jsonl").open()]

@@ -3,7 +3,9 @@
 Headless Chromium on the running `corpus ui`: the shards page shows the build's config and its
 report with the plot images decoded; the Partitions tab's Failed filter lists the failed
 partition (its files gone) and not the healthy one; the healthy partition's checks read
-Succeeded, none "Execution failed"; the checks re-run from the Launchpad (`corpus_recheck`).
+Succeeded, none "Execution failed"; the checks re-run from the Launchpad (`corpus_recheck`, the
+partition picked from its list), and the failed partition, which has no build, is refused in one
+line; the failed build's run page says the stage's one sentence first.
 """
 
 from __future__ import annotations
@@ -28,7 +30,38 @@ PLOTS = ["Document length before and after filtering", "Drops by filter reason",
 PLOTS += ["PII by kind", "Tokens per document"]
 CHECKS = list(SHARDS_AUDITS)  # every check on shards
 
-RECHECK_CONFIG = "ops:\n  recheck_partition:\n    config:\n      partition_key: {key}\n"
+
+def finished(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRun | None:
+    run = instance.get_run_by_id(run_id)
+    return run if run is not None and run.is_finished else None
+
+
+def launch_recheck(page: Page, url: str, key: str) -> str:
+    """Launch `corpus_recheck` from its Launchpad with `key` picked from the partition list;
+    the run's id."""
+    page.goto(f"{url}/locations/corpus_assets.definitions/jobs/corpus_recheck/playground")
+    page.locator(".CodeMirror").wait_for()
+    picker = page.get_by_role("combobox", name="Partition")
+    picker.click()
+    picker.fill(key)  # filters the list of registered partitions (it keeps the last one picked)
+    page.get_by_text(key, exact=True).last.click()
+    page.get_by_role("button", name="Launch Run").click()
+    page.wait_for_url("**/runs/*")
+    return page.url.rsplit("/", 1)[1].split("?")[0]
+
+
+def first_error(page: Page, url: str, run_id: str) -> list[str]:
+    """The run page's events at level ERROR (the Levels filter: only error), in order."""
+    page.goto(f"{url}/runs/{run_id}")
+    page.get_by_role("button", name="Levels").click()
+    for level in ("debug", "info", "warning", "critical", "event"):
+        item = page.get_by_role("menuitem").filter(has_text=level)
+        if item.get_by_role("checkbox").is_checked():
+            item.click()
+    page.keyboard.press("Escape")
+    rows = page.locator("[class*=LogsRowComponents_rowError] [class*=messageColumn]")
+    rows.first.wait_for()
+    return rows.all_inner_texts()
 
 
 def _build(dagster_dev: DagsterDev, config: Path) -> dict[str, object]:
@@ -98,23 +131,10 @@ def test_report_failed_partition_checks_and_recheck_in_the_ui(dagster_dev: Dagst
             assert page.get_by_text("Succeeded").count() == len(CHECKS)
             assert page.get_by_text("Execution failed").count() == 0
 
-            # Re-run the checks of the healthy partition from the Launchpad.
-            page.goto(f"{url}/locations/corpus_assets.definitions/jobs/corpus_recheck/playground")
-            page.locator(".CodeMirror").wait_for()
-            config = RECHECK_CONFIG.format(key=ok.partition_key)
-            page.evaluate(
-                "(y) => document.querySelector('.CodeMirror').CodeMirror.setValue(y)", config
-            )
-            page.get_by_role("button", name="Launch Run").click()
-            page.wait_for_url("**/runs/*")
-            run_id = page.url.rsplit("/", 1)[1].split("?")[0]
+            # Re-run the checks of the healthy partition: the partition picked in the Launchpad.
+            run_id = launch_recheck(page, url, ok.partition_key)
             with dagster_dev.instance() as instance:
-
-                def finished() -> dg.DagsterRun | None:
-                    run = instance.get_run_by_id(run_id)
-                    return run if run is not None and run.is_finished else None
-
-                run = wait_for(finished, 180, "the corpus_recheck run", every=1.0)
+                run = wait_for(lambda: finished(instance, run_id), 180, "the recheck", every=1.0)
                 assert run.status == dg.DagsterRunStatus.SUCCESS
                 keys = [dg.AssetCheckKey(dg.AssetKey("shards"), n) for n in CHECKS]
                 latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(keys)
@@ -123,6 +143,27 @@ def test_report_failed_partition_checks_and_recheck_in_the_ui(dagster_dev: Dagst
             page.get_by_text(CHECKS[0]).first.wait_for()
             page.get_by_text("Succeeded").nth(len(CHECKS) - 1).wait_for()
             page.screenshot(path=str(ARTIFACTS / "ui-rechecked.png"))
+
+            # The failed partition (cleaned up: no build) is refused in one line, never a green
+            # run that checked nothing.
+            refused = launch_recheck(page, url, bad.partition_key)
+            with dagster_dev.instance() as instance:
+                run = wait_for(lambda: finished(instance, refused), 180, "the refusal", every=1.0)
+                assert run.status == dg.DagsterRunStatus.FAILURE
+                failed_build = next(
+                    r.run_id
+                    for r in instance.get_runs(filters=dg.RunsFilter(job_name="corpus_build"))
+                    if r.tags.get("dagster/partition") == bad.partition_key
+                )
+            assert first_error(page, url, refused) == [
+                f"materialize shards first: partition {bad.partition_key} has no build to check"
+            ]
+
+            # The failed build's run page: its first ERROR is the stage's one sentence.
+            sentence = first_error(page, url, failed_build)[0]
+            assert sentence.startswith("source 'tiny' has license 'proprietary'"), sentence
+            assert sentence.endswith("` exit 65 (bad data), not retried)"), sentence
+            assert "\n" not in sentence and "Traceback" not in sentence
         except BaseException:
             page.screenshot(path=str(ARTIFACTS / "ui-story-failure.png"), full_page=True)
             raise

@@ -81,11 +81,9 @@ def test_materialize_button_builds_a_partition(dagster_dev: DagsterDev) -> None:
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.set_default_timeout(60_000)
-            # report with everything upstream of it: "Materialize all" means raw, shards, tokens
-            # and report (the README's path)
-            page.goto(
-                f"{dagster_dev.url}/assets/report?view=lineage&lineageScope=upstream&lineageDepth=5"
-            )
+            # the job's page: "Materialize all" means raw, shards, tokens and report, and the run
+            # belongs to corpus_build (the README's path)
+            page.goto(f"{dagster_dev.url}/locations/corpus_assets.definitions/jobs/corpus_build")
             materialize_all = page.get_by_role("button", name="Materialize all…")
             materialize_all.wait_for()
             _skip_community_modal(page)
@@ -108,8 +106,8 @@ def test_materialize_button_builds_a_partition(dagster_dev: DagsterDev) -> None:
             page.goto(f"{dagster_dev.url}/runs/{run.run_id}")
             page.get_by_text("Success").first.wait_for()
             page.screenshot(path=str(ARTIFACTS / "ui-materialize-run.png"), full_page=True)
-            page.goto(f"{dagster_dev.url}/assets/tokens?view=partitions")
-            page.get_by_text(key).first.wait_for()
+            page.goto(f"{dagster_dev.url}/assets/tokens?view=partitions&partition={key}")
+            page.get_by_role("link", name="corpus_build").first.wait_for()  # the job, not None
             page.screenshot(path=str(ARTIFACTS / "ui-materialize-tokens.png"), full_page=True)
         except BaseException:
             page.screenshot(path=str(ARTIFACTS / "ui-failure.png"), full_page=True)
@@ -118,6 +116,8 @@ def test_materialize_button_builds_a_partition(dagster_dev: DagsterDev) -> None:
             browser.close()
 
     assert run.status == dg.DagsterRunStatus.SUCCESS
+    assert run.job_name == "corpus_build"  # partition pages say "Job: corpus_build"
+    assert "SupersessionWarning" not in dagster_dev.log.read_text()  # `corpus ui` starts quietly
     layout = Layout(dagster_dev.root.resolve())
     cfg = load_config(config)
     assert verify_path(layout.shards(cfg)) == []

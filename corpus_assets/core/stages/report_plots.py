@@ -68,19 +68,49 @@ def histogram_plot(
     title: str, xlabel: str, edges: Sequence[int], series: Mapping[str, Sequence[int]]
 ) -> bytes:
     """Step histograms sharing `edges` (log x axis, linear below 1), one per named series."""
+    return _png(histogram_figure(title, xlabel, edges, series))
+
+
+def histogram_figure(
+    title: str, xlabel: str, edges: Sequence[int], series: Mapping[str, Sequence[int]]
+) -> Figure:
+    """The figure of `histogram_plot`, before it is saved."""
     fig, ax = _figure()
     for (label, counts), color in zip(series.items(), (BLUE, ORANGE), strict=False):
         total = sum(counts)
         if edges:
             ax.stairs(counts, edges, label=f"{label} ({total:,})", color=color, linewidth=1.5)
     ax.set_xscale("symlog", linthresh=1)
+    if edges:
+        _label_log_axis(ax, edges[0], edges[-1])
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("documents")
     if series and edges:
         ax.legend()
     ax.grid(alpha=0.3)
-    return _png(fig)
+    return fig
+
+
+def log_ticks(low: float, high: float) -> list[int]:
+    """Round tick positions in [low, high] for a log axis: 1-2-5 steps, finer (1…9 per decade)
+    when that gives fewer than three, so a range inside one decade still has labels."""
+    decades = range(0, 16)
+    for mantissas in ((1, 2, 5), tuple(range(1, 10))):
+        ticks = [m * 10**e for e in decades for m in mantissas if low <= m * 10**e <= high]
+        ticks = ([0] if low <= 0 <= high else []) + ticks
+        if len(ticks) >= 3:
+            return ticks
+    return sorted({int(low), int(high)})
+
+
+def _label_log_axis(ax: Axes, low: float, high: float) -> None:
+    """Labelled ticks (thousands separated) on the log x axis; no unlabelled minor clutter."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    ax.xaxis.set_major_locator(FixedLocator(log_ticks(low, high)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:,.0f}"))
+    ax.xaxis.set_minor_locator(NullLocator())
 
 
 def bar_plot(title: str, counts: Mapping[str, int], ylabel: str = "documents") -> bytes:
