@@ -44,7 +44,6 @@ from corpus_assets.core.store.atomic import fsync_dir
 
 SCHEMES = ("http", "https", "s3", "hf")
 CHUNK = 1 << 20
-SYNC_BYTES = 32 << 20  # a download is flushed to disk this often, beside the download
 FSSPEC_BLOCK = 8 << 20  # bytes of one ranged GET on S3 and the Hub
 RETRIES = 8
 BACKOFF_S = float(os.environ.get("CORPUS_FETCH_BACKOFF_S", "0.5"))
@@ -161,21 +160,17 @@ class _Sink:
     """The part file being downloaded, open for appending, and the sha256 of its bytes (of what
     an earlier fetch left, read once, then of every byte written), taken in a thread beside the
     download (hashlib lets go of the GIL), so the hash costs no second pass and little time.
-    The same thread flushes the file to disk every SYNC_BYTES hashed, while the next bytes
-    arrive, so closing it (which fsyncs the file and finishes the hash) has only the tail to
-    write."""
+    Closing it fsyncs the file and finishes the hash."""
 
     def __init__(self, path: Path) -> None:
         self._sha = hashlib.sha256()
         self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=16)
-        self._fd: int | None = None  # set once the part is open for appending
         self._hasher = threading.Thread(target=self._hash, daemon=True)
         self._hasher.start()
         with open(path, "rb") as fh:
             while chunk := fh.read(CHUNK):
                 self._queue.put(chunk)
         self.fh = open(path, "ab")  # noqa: SIM115 (closed by __exit__)
-        self._fd = self.fh.fileno()
 
     def __enter__(self) -> _Sink:
         return self
@@ -188,13 +183,8 @@ class _Sink:
         self.fh.close()
 
     def _hash(self) -> None:
-        unsynced = 0
         while (chunk := self._queue.get()) is not None:
             self._sha.update(chunk)
-            unsynced += len(chunk)
-            if unsynced >= SYNC_BYTES and self._fd is not None:
-                os.fdatasync(self._fd)  # written before it was queued: on disk before close
-                unsynced = 0
             self._queue.task_done()
         self._queue.task_done()
 
