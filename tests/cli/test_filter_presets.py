@@ -39,6 +39,8 @@ DROPPED = {
     "too_few_stop_words": " ".join(
         f"{w}{i}" for i, w in enumerate(["alpha", "bravo", "charlie", "delta", "echo"] * 11)
     ),
+    # every whitespace word holds a letter, half of the tokens (the commas) do not
+    "non_alpha_tokens": " ".join(w.strip(".,") + "," for w in LIGHTHOUSE.split()),
 }
 
 

@@ -107,6 +107,12 @@ GOLDEN = [
         f.ELLIPSIS_LINES,
     ),
     (
+        {"min_alpha_token_ratio": 0.8},
+        "The cat sat on the mat.",  # 6 of 7 tokens hold a letter
+        '"Yes," he said. "No!"',  # 4 of 11 tokens; every whitespace word holds one
+        f.NON_ALPHA_TOKENS,
+    ),
+    (
         {"min_stop_words": 2},
         "the cat and the dog",
         "The cat, And dogs: the dog",
@@ -318,6 +324,12 @@ def test_ngram_counts_ignore_the_whitespace_between_words(words: list[str], n: i
 
 def test_presets_set_the_published_thresholds() -> None:
     gopher = FilterSpec(preset="gopher")
+    # datatrove's alphabetic rule on its tokens replaces the whitespace words' one
+    assert (gopher.min_alpha_token_ratio, gopher.max_non_alpha_word_ratio) == (0.8, None)
+    assert (FilterSpec().min_alpha_token_ratio, FilterSpec().max_non_alpha_word_ratio) == (
+        None,
+        0.2,
+    )
     assert (gopher.min_words, gopher.max_words, gopher.min_stop_words) == (50, 100_000, 2)
     assert (gopher.max_bullet_line_ratio, gopher.max_ellipsis_line_ratio) == (0.9, 0.3)
     assert (gopher.max_duplicate_line_fraction, gopher.max_duplicate_paragraph_fraction) == (
@@ -478,3 +490,29 @@ def test_gopher_line_and_stop_word_rules_equal_datatroves(lines: list[str]) -> N
     assert q.bullet_line_ratio(split) == (bullets / len(rows) if rows else 0.0)
     assert q.ellipsis_line_ratio(split) == (ellipses / len(rows) if rows else 0.0)
     assert q.stop_words(split) == len(set(q.STOP_WORDS).intersection(set(split.tokens)))
+
+
+def test_the_token_rule_counts_punctuation_the_word_rule_does_not() -> None:
+    text = '"Yes," he said. "No!"'
+    assert only(max_non_alpha_word_ratio=0.2)(text) is None
+    assert q.alpha_token_ratio(q.Split(text)) == pytest.approx(4 / 11)
+    assert q.alpha_token_ratio(q.Split(" \n ")) == 1.0  # no token: nothing without a letter
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["The", "cat", "said", "Mr.", "don't", "3.14", "well-known", "I."])
+        | st.sampled_from([".", ",", "!", "?", '"', "-", "--", "...", "(", ")", "$"]),
+        min_size=1,
+        max_size=40,
+    ),
+    st.lists(st.sampled_from([" ", "", "\n", "  "]), min_size=40, max_size=40),
+)
+def test_alpha_token_ratio_equals_datatroves(pieces: list[str], gaps: list[str]) -> None:
+    """datatrove's GopherQualityFilter: tokens holding a letter over all its English words."""
+    text = "".join(p + g for p, g in zip(pieces, gaps, strict=False))
+    pytest.importorskip("spacy")
+    words = pytest.importorskip("datatrove.utils.text").split_into_words(text)
+    expected = sum(any(c.isalpha() for c in w) for w in words) / len(words) if words else 1.0
+    assert q.alpha_token_ratio(q.Split(text)) == pytest.approx(expected)

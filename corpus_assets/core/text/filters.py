@@ -27,6 +27,7 @@ TOP_NGRAM = {n: f"top_{n}gram" for n in (2, 3, 4)}
 DUPLICATE_NGRAMS = {n: f"duplicate_{n}grams" for n in range(5, 11)}
 BULLET_LINES = "bullet_lines"
 ELLIPSIS_LINES = "ellipsis_lines"
+NON_ALPHA_TOKENS = "non_alpha_tokens"
 TOO_FEW_STOP_WORDS = "too_few_stop_words"
 LOREM_IPSUM = "lorem_ipsum"
 CURLY_BRACKET = "curly_bracket"
@@ -51,6 +52,7 @@ REASONS = (
     *DUPLICATE_NGRAMS.values(),
     BULLET_LINES,
     ELLIPSIS_LINES,
+    NON_ALPHA_TOKENS,
     TOO_FEW_STOP_WORDS,
     LOREM_IPSUM,
     CURLY_BRACKET,
@@ -199,6 +201,8 @@ def _rules(spec: FilterSpec) -> list[Rule]:
             rules.append(_duplicate_ngram_rule(n, dup, reason))
     _above(rules, q.bullet_line_ratio, spec.max_bullet_line_ratio, BULLET_LINES)
     _above(rules, q.ellipsis_line_ratio, spec.max_ellipsis_line_ratio, ELLIPSIS_LINES)
+    if spec.min_alpha_token_ratio is not None:
+        _below(rules, q.alpha_token_ratio, spec.min_alpha_token_ratio, NON_ALPHA_TOKENS)
     if spec.min_stop_words is not None:
         _below(rules, q.stop_words, spec.min_stop_words, TOO_FEW_STOP_WORDS)
     return rules

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from corpus_assets.core.text import en_words
+
 STOP_WORDS = frozenset(("the", "be", "to", "of", "and", "that", "have", "with"))
 # datatrove.utils.text.TERMINAL_PUNCTUATION (Unicode's Terminal_Punctuation sentence enders)
 TERMINAL_PUNCTUATION = frozenset(
@@ -57,6 +59,10 @@ class Split:
     @cached_property
     def tokens(self) -> list[str]:
         return _TOKEN.findall(self.text)
+
+    @cached_property
+    def words(self) -> list[str]:
+        return self.text.split()
 
     @cached_property
     def lines(self) -> list[str]:
@@ -170,6 +176,13 @@ class NGrams:
 def stop_words(split: Split) -> int:
     """How many different stop words are tokens of the text (case as written)."""
     return len(STOP_WORDS.intersection(split.tokens))
+
+
+def alpha_token_ratio(split: Split) -> float:
+    """Fraction of the text's English tokens (spaCy's split, `en_words`) that hold a letter: a
+    punctuation mark is a token without one; 1 for a text without tokens."""
+    total, alpha = en_words.alpha_token_counts(split.words)
+    return alpha / total if total else 1.0
 
 
 def bullet_line_ratio(split: Split) -> float:
