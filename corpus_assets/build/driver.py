@@ -33,6 +33,7 @@ from corpus_assets.instance.home import (
     ensure_home,
     open_instance,
 )
+from corpus_assets.instance.partitions import add_partition
 from corpus_assets.instance.postgres import open_postgres_instance
 from corpus_assets.jobs import BUILD_JOB, RECHECK_JOB, TASK_JOB
 from corpus_assets.resources.partitions import CORPUS_CONFIGS, TASK_CONFIGS
@@ -57,7 +58,7 @@ def register(config_file: Path, root: Path, instance: dg.DagsterInstance) -> Loa
     """Store the config under the data root and add its partition to the instance."""
     registered = registry.register(config_file, Layout(root.resolve()))
     cfg = registered.config
-    instance.add_dynamic_partitions(CORPUS_CONFIGS, [cfg.partition_key])
+    add_partition(instance, CORPUS_CONFIGS, cfg.partition_key)
     return cfg
 
 
@@ -130,7 +131,7 @@ def register_task(
 ) -> registry_tasks.RegisteredJob:
     """Store a task-job config under the data root and add its `task_configs` partition."""
     registered = registry_tasks.register_job(config_file, root.resolve())
-    instance.add_dynamic_partitions(TASK_CONFIGS, [registered.config.partition_key])
+    add_partition(instance, TASK_CONFIGS, registered.config.partition_key)
     return registered
 
 
@@ -305,7 +306,7 @@ def _exit_code(result: dg.ExecuteInProcessResult) -> int:
 def recheck(instance: dg.DagsterInstance, root: Path, partition_key: str) -> dict[str, str]:
     """Run the `corpus_recheck` job of a partition in process; per check its outcome."""
     registry.path_for(Layout(root.resolve()), partition_key)  # ConfigError if unregistered
-    instance.add_dynamic_partitions(CORPUS_CONFIGS, [partition_key])  # registered: a no-op
+    add_partition(instance, CORPUS_CONFIGS, partition_key)  # registered: a no-op
     defs = build_defs(paths=CorpusPaths(root=str(root.resolve())))
     result = defs.resolve_job_def(RECHECK_JOB).execute_in_process(
         instance=instance,
