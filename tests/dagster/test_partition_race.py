@@ -34,9 +34,11 @@ def _race(home: Path, ours: bool, first: int = 0) -> Counter[str]:
         (home / "dagster.yaml").write_text("", encoding="utf-8")
         dg.DagsterInstance.from_config(str(home)).add_dynamic_partitions("configs", ["warm"])
     outcomes: Counter[str] = Counter()
-    with mp.get_context("fork").Pool(PROCESSES) as pool:
+    # spawned, not forked: a fork of the test process copies locks its other threads may hold
+    with mp.get_context("spawn").Pool(PROCESSES) as pool:
         for k in range(first, first + KEYS):
-            outcomes.update(pool.map(_add, [(str(home), f"key-{k}", ours)] * PROCESSES))
+            work = pool.map_async(_add, [(str(home), f"key-{k}", ours)] * PROCESSES)
+            outcomes.update(work.get(timeout=120))
     return outcomes
 
 
