@@ -10,23 +10,13 @@ from typing import Any
 
 import pytest
 from support.corpus import run_corpus
+from support.mirrors import build_manifest as manifest
+from support.mirrors import s3_client as s3
 from support.mirrors import s3_server
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "tiny.toml"
 TASKS = REPO / "examples" / "tasks" / "arithmetic.yaml"
-
-
-def s3(env: dict[str, str]) -> Any:
-    import botocore.session
-
-    return botocore.session.get_session().create_client(
-        "s3",
-        endpoint_url=env["AWS_ENDPOINT_URL"],
-        region_name="us-east-1",
-        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-    )
 
 
 def keys(client: Any, prefix: str) -> list[str]:
@@ -48,12 +38,6 @@ def bucket(tmp_path: Path) -> Any:
         client = s3(env)
         client.create_bucket(Bucket="pub")
         yield env, client
-
-
-def manifest(root: Path, kind: str) -> Path:
-    """The shards build's manifest (under corpus/) or the tokens build's (under tokens/)."""
-    (found,) = root.glob(f"{'corpus' if kind == 'shards' else kind}/**/_MANIFEST.json")
-    return found
 
 
 def test_a_published_shards_build_verifies_in_place_and_a_changed_byte_is_found(

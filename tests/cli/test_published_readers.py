@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support.corpus import run_corpus
-from support.mirrors import fault_proxy, nginx, s3_server
+from support.mirrors import build_manifest as manifest
+from support.mirrors import fault_proxy, nginx, s3_client, s3_server
 
 from corpus_assets import dataset
 from corpus_assets.core.errors import DataError
@@ -23,11 +24,6 @@ from corpus_assets.tasks.snapshot import load_snapshot
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "tiny.toml"
 TASKS = REPO / "examples" / "tasks" / "arithmetic.yaml"
-
-
-def manifest(root: Path, kind: str) -> Path:
-    (found,) = root.glob(f"{'corpus' if kind == 'shards' else kind}/**/_MANIFEST.json")
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -60,12 +56,7 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
             mp.setenv(key, value)
         _fresh_s3fs()
         try:
-            import botocore.session
-
-            client = botocore.session.get_session().create_client(
-                "s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1"
-            )
-            client.create_bucket(Bucket="pub")
+            s3_client(env).create_bucket(Bucket="pub")
             yield env
         finally:
             _fresh_s3fs()
@@ -147,12 +138,8 @@ def test_a_task_snapshot_published_to_s3_loads_verified_from_its_url(
 def test_a_changed_byte_in_a_published_snapshot_is_a_data_error(
     snapshot_job: Path, s3: dict[str, str]
 ) -> None:
-    import botocore.session
-
     run_corpus("publish", snapshot_job, "s3://pub/tasks/changed", env=s3, check=True)
-    client = botocore.session.get_session().create_client(
-        "s3", endpoint_url=s3["AWS_ENDPOINT_URL"], region_name="us-east-1"
-    )
+    client = s3_client(s3)
     key = "tasks/changed/train.jsonl"
     body = client.get_object(Bucket="pub", Key=key)["Body"].read()
     client.put_object(Bucket="pub", Key=key, Body=body.replace(b"{", b"[", 1))

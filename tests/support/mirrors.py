@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from support.environment import unavailable
 from support.processes import stop_group
@@ -236,3 +237,22 @@ def s3_server(work: Path, auth_after: int | None = None) -> Iterator[dict[str, s
         }
     finally:
         stop_group(proc, signal.SIGTERM, 10.0)
+
+
+def s3_client(env: dict[str, str]) -> Any:
+    """A botocore S3 client on the server `s3_server` yielded `env` for."""
+    import botocore.session
+
+    return botocore.session.get_session().create_client(
+        "s3",
+        endpoint_url=env["AWS_ENDPOINT_URL"],
+        region_name="us-east-1",
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+    )
+
+
+def build_manifest(root: Path, kind: str) -> Path:
+    """The one shards build's manifest under `root` (under corpus/), or tokens build's."""
+    (found,) = root.glob(f"{'corpus' if kind == 'shards' else kind}/**/_MANIFEST.json")
+    return found
