@@ -7,7 +7,10 @@ same data uncompressed beside it), serves it from a local nginx (tests/support/m
 loopback), and times, alternating, `--runs` times each:
 
 - `curl`: `curl -s -o FILE URL` (the reference download);
-- `download`: our downloader alone (`core/store/remote.download`, in this process), to a file;
+- `download`: our downloader alone (`core/store/remote.download`, in this process), to a file
+  (ranged GET, fsync at the end; like curl, it takes no hash);
+- `sha256`: the sha256 of the downloaded file, which the fetch stage takes in a thread while
+  it parses the file (timed alone here, so the table shows what it costs);
 - `fetch`: the whole fetch stage on the URL (`corpus run --stage fetch`: download, decompress,
   parse, write the raw Parquet parts), and the same stage on the local `.jsonl.zst` and on the
   local uncompressed `.jsonl` (what decompression adds to a fetch);
@@ -15,8 +18,10 @@ loopback), and times, alternating, `--runs` times each:
   the same whatever the source's compression).
 
 Prints one JSON object: the best wall time of each (and all of them), MB/s of the compressed
-file for the downloads, and the ratios `download_vs_curl` (our MB/s over curl's; goal >= 0.8)
-and `fetch_zst_vs_plain` (the fetch stage's wall time on the .jsonl.zst over the .jsonl's).
+file for the downloads, and the ratios `download_vs_curl` (our MB/s over curl's; goal >= 0.8),
+`fetch_url_vs_zst` (the fetch stage's wall time on the URL over the local .jsonl.zst's: what
+downloading and hashing add to a fetch) and `fetch_zst_vs_plain` (on the .jsonl.zst over the
+.jsonl's).
 With --check it exits 1 when `download_vs_curl` is under 0.8.
 """
 
@@ -40,6 +45,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from support.mirrors import nginx  # noqa: E402
 
 from corpus_assets.core.store import remote  # noqa: E402
+from corpus_assets.core.store.digests import file_sha256  # noqa: E402
 
 LETTERS = bytes((97 + b % 26) if b % 32 < 26 else 32 for b in range(256))
 GOAL = 0.8
@@ -109,6 +115,12 @@ def timed_download(url: str, dest: Path) -> float:
     return time.perf_counter() - start
 
 
+def timed_sha256(path: Path) -> float:
+    start = time.perf_counter()
+    file_sha256(path)
+    return time.perf_counter() - start
+
+
 def stage_pair(out: Path, name: str, path: str) -> tuple[float, float]:
     """The fetch stage, then the shard stage, on a fresh root: their wall seconds."""
     root = out / f"root-{name}"
@@ -136,6 +148,7 @@ def main() -> None:
         for _ in range(args.runs):  # alternating, so a change of load hits all alike
             times.setdefault("curl", []).append(timed_curl(url, out / "curl.bin"))
             times.setdefault("download", []).append(timed_download(url, out / "ours.bin"))
+            times.setdefault("sha256", []).append(timed_sha256(out / "ours.bin"))
             remote_fetch, _ = stage_pair(out, "url", url)
             times.setdefault("fetch_url", []).append(remote_fetch)
             for name, path in (("zst", packed), ("plain", plain)):
@@ -150,8 +163,11 @@ def main() -> None:
         "uncompressed_mb": round(plain.stat().st_size / 1e6, 1),
         "best_s": {k: round(v, 2) for k, v in best.items()},
         "all_s": {k: [round(x, 2) for x in v] for k, v in times.items()},
-        "mb_per_s": {k: round(mb / best[k], 1) for k in ("curl", "download", "fetch_url")},
+        "mb_per_s": {
+            k: round(mb / best[k], 1) for k in ("curl", "download", "sha256", "fetch_url")
+        },
         "download_vs_curl": round(best["curl"] / best["download"], 2),
+        "fetch_url_vs_zst": round(best["fetch_url"] / best["fetch_zst"], 2),
         "fetch_zst_vs_plain": round(best["fetch_zst"] / best["fetch_plain"], 2),
         "shard_zst_vs_plain": round(best["shard_zst"] / best["shard_plain"], 2),
     }

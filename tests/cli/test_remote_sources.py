@@ -20,9 +20,10 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+import zstandard
 from support.corpus import run_corpus, start_corpus
 from support.hub import blob_id, hub
-from support.mirrors import FaultProxy, fault_proxy, nginx, s3_server
+from support.mirrors import FaultProxy, build_manifest, fault_proxy, nginx, s3_server
 from support.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,8 +48,9 @@ def write_docs(path: Path, mb: float, seed: int = 0) -> Path:
     return path
 
 
-def config(folder: Path, path: str, name: str = "web") -> Path:
-    out = folder / f"{name}-{hashlib.sha256(path.encode()).hexdigest()[:8]}.json"
+def config(folder: Path, path: str, name: str = "web", pin: str | None = None) -> Path:
+    out = folder / f"{name}-{hashlib.sha256(f'{path} {pin}'.encode()).hexdigest()[:8]}.json"
+    pinned = {"sha256": pin} if pin else {}
     out.write_text(
         json.dumps(
             {
@@ -62,6 +64,7 @@ def config(folder: Path, path: str, name: str = "web") -> Path:
                         "path": path,
                         "id_field": "id",
                         "license": "cc0-1.0",
+                        **pinned,
                     }
                 ],
             }
@@ -87,6 +90,21 @@ def raw_docs(root: Path) -> list[tuple[str, str]]:
     for part in record["files"]:
         table = pq.read_table(record_path.parent / part["name"], columns=["id", "text"])
         docs += zip(table.column("id").to_pylist(), table.column("text").to_pylist(), strict=True)
+    return docs
+
+
+def shard_docs(cfg: Path, root: Path, env: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """Fetch and shard `cfg` into `root`: (id, text) of every document in its shards, in order."""
+    for stage in ("fetch", "shard"):
+        done = run_corpus(
+            "run", "--stage", stage, "--config", cfg, "--root", root, env={**FAST, **(env or {})}
+        )
+        assert done.returncode == 0, done.stderr
+    docs: list[tuple[str, str]] = []
+    for shard in sorted(build_manifest(root, "shards").parent.glob("*.parquet")):
+        table = pq.read_table(shard, columns=["id", "text"])
+        docs += zip(table.column("id").to_pylist(), table.column("text").to_pylist(), strict=True)
+    assert docs
     return docs
 
 
@@ -130,6 +148,29 @@ def test_a_source_through_five_cut_connections_is_byte_identical_and_fetched_onc
     assert not (root / "raw" / ".downloads").exists() or not any(
         (root / "raw" / ".downloads").rglob("*.part")
     )
+
+
+def test_a_build_from_a_zst_behind_https_through_cut_connections_has_the_plain_files_shards(
+    tmp_path: Path,
+) -> None:
+    served = tmp_path / "served"
+    plain = write_docs(tmp_path / "plain" / "web.jsonl", mb=12, seed=4)
+    packed = served / "web.jsonl.zst"
+    served.mkdir()
+    packed.write_bytes(zstandard.ZstdCompressor(level=3).compress(plain.read_bytes()))
+    with nginx(served, tmp_path / "nginx", tls=True) as base, fault_proxy(base) as proxy:
+        assert proxy.url.startswith("https://")
+        proxy.plan = [("cut", 1e6)] * 3
+        trust = {"REQUESTS_CA_BUNDLE": str(tmp_path / "nginx" / "cert.pem")}
+        url = f"{proxy.url}/web.jsonl.zst"
+        remote = shard_docs(config(tmp_path, url), tmp_path / "data", trust)
+        assert proxy.faults == 3 and proxy.connections >= 4
+        assert proxy.sent < 1.5 * packed.stat().st_size + 3e6, proxy.sent
+        untrusted = fetch(config(tmp_path, url, "other"), tmp_path / "untrusted")
+        assert untrusted.returncode == 64, untrusted.stderr
+        (line,) = untrusted.stderr.strip().splitlines()
+        assert f"{url}: the server's certificate is not trusted" in line
+    assert remote == shard_docs(config(tmp_path, str(plain)), tmp_path / "local")
 
 
 def kill_mid_download(cfg: Path, root: Path, after: int) -> int:
@@ -199,6 +240,25 @@ def test_an_object_that_changed_since_it_was_fetched_is_refused(
     assert done.returncode == 65, done.stderr
     assert "changed since it was fetched" in done.stderr
     assert raw_docs(root) == before
+
+
+def test_a_pinned_remote_source_is_checked_against_the_downloaded_bytes(
+    tmp_path: Path, mirror: tuple[Path, FaultProxy]
+) -> None:
+    served, proxy = mirror
+    file = write_docs(served / "web.jsonl", mb=0.3)
+    digest, wrong = hashlib.sha256(file.read_bytes()).hexdigest(), "0" * 64
+    root, url = tmp_path / "data", f"{proxy.url}/web.jsonl"
+    refused = fetch(config(tmp_path, url, pin=wrong), root)
+    assert refused.returncode == 65, refused.stderr
+    line = refused.stderr.strip().splitlines()[-1]  # after the "downloading" progress line
+    assert f"sha256 of {url} is {digest}, but the config pins {wrong}" in line
+    assert not list(root.glob("raw/*/_SOURCE.json"))
+    done = fetch(config(tmp_path, url, pin=digest), root)
+    assert done.returncode == 0, done.stderr
+    record = source_record(root)
+    assert record["input_sha256"] == record["remote"][0]["sha256"] == digest
+    assert raw_docs(root) == local_docs(tmp_path, file)
 
 
 def test_not_found_and_forbidden_fail_at_once_with_one_line(
@@ -279,6 +339,14 @@ def test_an_s3_glob_source_gives_the_documents_of_the_same_local_files(tmp_path:
         assert again.returncode == 65 and "changed since it was fetched" in again.stderr
         missing = fetch(config(tmp_path, "s3://corpora/nothing-*.jsonl"), tmp_path / "d2", env)
         assert missing.returncode == 65 and "no objects match" in missing.stderr
+
+
+def test_a_build_from_a_gz_in_s3_has_the_plain_files_shards(tmp_path: Path) -> None:
+    plain = write_docs(tmp_path / "plain" / "web.jsonl", mb=2, seed=5)
+    with s3_server(tmp_path / "s3") as env:
+        _put(env, {"web/docs.jsonl.gz": gzip.compress(plain.read_bytes())})
+        remote = shard_docs(config(tmp_path, "s3://corpora/web/docs.jsonl.gz"), tmp_path / "a", env)
+    assert remote == shard_docs(config(tmp_path, str(plain)), tmp_path / "local")
 
 
 def test_an_s3_source_with_refused_credentials_is_exit_64(tmp_path: Path) -> None:

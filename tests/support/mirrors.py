@@ -6,6 +6,11 @@ The proxy forwards each connection to its upstream and counts the response bytes
 `("cut", N)` closes the connection after N response bytes, `("stall", S)` passes the request on
 and sends nothing back for S seconds before closing, `("503", S)` answers HTTP 503 with
 `Retry-After: S` itself. `rate` (bytes/s, 0 = unlimited) slows every response down.
+
+With `tls=True` nginx speaks HTTPS with a certificate for 127.0.0.1 that `self_signed` makes;
+the proxy passes the encrypted bytes on untouched (its URL keeps the scheme), so a cut breaks
+the TLS stream mid-record, and a client trusts the server by naming the certificate
+(REQUESTS_CA_BUNDLE, SSL_CERT_FILE).
 """
 
 from __future__ import annotations
@@ -44,12 +49,17 @@ def wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, log: Path
 
 
 @contextmanager
-def nginx(folder: Path, work: Path) -> Iterator[str]:
-    """nginx serving `folder` on a free loopback port; yields its base URL."""
+def nginx(folder: Path, work: Path, tls: bool = False) -> Iterator[str]:
+    """nginx serving `folder` on a free loopback port; yields its base URL (https:// with
+    `tls`, the certificate in `work/cert.pem`)."""
     if NGINX is None:
         unavailable("nginx is not installed (apt-get install nginx-light; scripts/test-deps.sh)")
     work.mkdir(parents=True, exist_ok=True)
     port = free_port()
+    listen = f"127.0.0.1:{port}"
+    if tls:
+        cert, key = self_signed(work)
+        listen += f" ssl;\n        ssl_certificate {cert};\n        ssl_certificate_key {key}"
     conf = work / "nginx.conf"
     user = "user root;\n" if os.geteuid() == 0 else ""  # workers that read the test's folders
     conf.write_text(
@@ -68,7 +78,7 @@ http {{
     default_type application/octet-stream;
     sendfile on;
     server {{
-        listen 127.0.0.1:{port};
+        listen {listen};
         root {folder};
         location /private/ {{ return 403; }}
     }}
@@ -86,7 +96,7 @@ http {{
         )
     try:
         wait_for_port(port, proc, "nginx", log)
-        yield f"http://127.0.0.1:{port}"
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{port}"
     finally:
         stop_group(proc, signal.SIGTERM, 10.0)
 
@@ -96,6 +106,7 @@ class FaultProxy:
     """A TCP proxy on loopback in front of `upstream` (host, port); see the module docstring."""
 
     upstream: tuple[str, int]
+    scheme: str = "http"
     plan: list[tuple[str, float]] = field(default_factory=list)
     rate: int = 0
     sent: int = 0
@@ -107,7 +118,7 @@ class FaultProxy:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     def start(self) -> FaultProxy:
         self._server = socket.create_server(("127.0.0.1", 0))
@@ -197,12 +208,54 @@ class FaultProxy:
 
 @contextmanager
 def fault_proxy(base_url: str) -> Iterator[FaultProxy]:
-    host, port = base_url.removeprefix("http://").split(":")
-    proxy = FaultProxy((host, int(port))).start()
+    scheme, address = base_url.split("://")
+    host, port = address.split(":")
+    proxy = FaultProxy((host, int(port)), scheme).start()
     try:
         yield proxy
     finally:
         proxy.close()
+
+
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """`folder/cert.pem`, a certificate for 127.0.0.1 signed by its own key, and that key in
+    `folder/key.pem`."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
 
 
 @contextmanager

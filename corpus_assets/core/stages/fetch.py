@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -113,11 +114,13 @@ def fetch_source(
             return SourceResult(key, record["documents"], record["text_bytes"], cached=True)
         downloads = layout.raw / DOWNLOADS / key
         if listed is not None:
-            files, inputs = _download(spec, listed, downloads, progress)
+            digests = _Digests([_download(spec, item, downloads, progress) for item in listed])
+            files = digests.files
+            inputs = digests.inputs() if spec.sha256 is not None else None
         else:
             inputs = describe_inputs(files) if files is not None else []
         if spec.sha256 is not None:
-            _check_pin(spec, inputs)
+            _check_pin(spec, inputs or [])
         staging = fresh_dir(layout.raw_staging(key))
         progress.note(f"fetching source {spec.name} into raw/{key}")
 
@@ -129,6 +132,8 @@ def fetch_source(
             rows = _normalized(docs(), spec, key, ids)
             parts, count, nbytes = _write_parts(rows, staging, progress)
             _refuse_repeated_ids(ids, docs, spec)
+            if inputs is None:
+                inputs = digests.inputs()
         except BaseException:
             remove_tree(staging)
             raise
@@ -146,22 +151,42 @@ def fetch_source(
 
 
 def _download(
-    spec: SourceSpec, listed: list[remote.RemoteFile], folder: Path, progress: Progress
-) -> tuple[list[Path], list[InputFile]]:
-    """Every listed remote file in `folder` (resuming what a killed fetch left), as inputs."""
-    files, inputs = [], []
-    for item in listed:
-        dest = folder / _safe_name(spec, item.name)
-        if dest.exists():  # downloaded whole by a fetch that was killed later
-            got = remote.Downloaded(dest, file_sha256(dest), dest.stat().st_size, 0)
-            if item.size is not None and got.bytes != item.size:
-                dest.unlink()
-        if not dest.exists():
-            progress.note(f"source {spec.name}: downloading {remote.shown(item.url)}")
-            got = remote.download(spec.name, item, dest, progress.note)
-        files.append(got.path)
-        inputs.append(InputFile(item.name, got.path, got.sha256, got.bytes))
-    return files, inputs
+    spec: SourceSpec, item: remote.RemoteFile, folder: Path, progress: Progress
+) -> tuple[str, Path]:
+    """A listed remote file in `folder` (resuming what a killed fetch left): its name and path."""
+    dest = folder / _safe_name(spec, item.name)
+    if dest.exists() and item.size is not None and dest.stat().st_size != item.size:
+        dest.unlink()  # downloaded whole by a fetch that was killed later, but another version
+    if not dest.exists():
+        progress.note(f"source {spec.name}: downloading {remote.shown(item.url)}")
+        remote.download(spec.name, item, dest, progress.note)
+    return item.name, dest
+
+
+class _Digests:
+    """The sha256 of downloaded files, taken in a thread from the moment they are all there:
+    while the fetch parses them, the bytes are in the page cache and the parse leaves the
+    other core free, so the hash adds no wall time (`inputs()` waits for it)."""
+
+    def __init__(self, named: list[tuple[str, Path]]) -> None:
+        self.files = [path for _, path in named]
+        self._inputs: list[InputFile] = []
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._hash, args=(named,), daemon=True)
+        self._thread.start()
+
+    def _hash(self, named: list[tuple[str, Path]]) -> None:
+        try:
+            for name, path in named:
+                self._inputs.append(InputFile(name, path, file_sha256(path), path.stat().st_size))
+        except BaseException as exc:  # re-raised by inputs() in the fetch's thread
+            self._error = exc
+
+    def inputs(self) -> list[InputFile]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._inputs
 
 
 def _safe_name(spec: SourceSpec, name: str) -> str:

@@ -14,24 +14,23 @@ killed fetch, with a sidecar `NAME.part.json` holding the remote identity the by
 Each try asks for the bytes from the end of the part on (HTTP `Range` with `If-Range`, S3 and Hub
 ranged GETs), so a dropped connection or a killed fetch costs only the bytes in flight. A part
 whose remote changed (another ETag, size or Last-Modified) is started again. When all bytes are
-there, the size is checked, the sha256 taken, and the part renamed (fsynced) to NAME.
+there, the size is checked and the part renamed (fsynced) to NAME. The download takes no sha256:
+the fetch stage takes it from the finished file in a thread while it parses that file, a core
+the download would otherwise share with the server and the socket.
 
 Errors. Connection resets, timeouts, HTTP 408/429/5xx (429 and 503 honour Retry-After) are tried
 again with exponential backoff; a try that moved bytes resets the count, and after
 `RETRIES` tries in a row without a byte the fetch is TransientError (exit 75). 401 and 403 are
-ConfigError (exit 64: the credentials); 404, 410 and other 4xx are DataError (exit 65), each one
-line naming the URL.
+ConfigError (exit 64: the credentials), and so is an HTTPS certificate that is not trusted; 404,
+410 and other 4xx are DataError (exit 65), each one line naming the URL.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
-import queue
 import re
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -94,7 +93,6 @@ class RemoteFile:
 @dataclass(frozen=True)
 class Downloaded:
     path: Path
-    sha256: str
     bytes: int
     transferred: int
     """Bytes received by this call (less than `bytes` when it resumed a part)."""
@@ -123,7 +121,7 @@ def list_files(source: str, url: str, note: Note = _quiet) -> list[RemoteFile]:
 
 
 def download(source: str, remote: RemoteFile, dest: Path, note: Note = _quiet) -> Downloaded:
-    """`remote` at `dest` (resuming `dest.part`), checked against its size; its sha256."""
+    """`remote` at `dest` (resuming `dest.part`), checked against its size."""
     part, sidecar = dest.with_name(dest.name + ".part"), dest.with_name(dest.name + ".part.json")
     identity = json.dumps(remote.identity(), sort_keys=True)
     if part.exists() and (not sidecar.exists() or sidecar.read_text("utf-8") != identity):
@@ -143,7 +141,6 @@ def download(source: str, remote: RemoteFile, dest: Path, note: Note = _quiet) -
     with _Sink(part) as sink:
         transferred = client.fetch(remote, sink)
         size = sink.size
-    digest = sink.sha256()
     if remote.size is not None and size != remote.size:
         part.unlink()
         raise TransientError(
@@ -153,59 +150,34 @@ def download(source: str, remote: RemoteFile, dest: Path, note: Note = _quiet) -
     part.rename(dest)
     sidecar.unlink(missing_ok=True)
     fsync_dir(dest.parent)
-    return Downloaded(dest, digest, size, transferred)
+    return Downloaded(dest, size, transferred)
 
 
 class _Sink:
-    """The part file being downloaded, open for appending, and the sha256 of its bytes (of what
-    an earlier fetch left, read once, then of every byte written), taken in a thread beside the
-    download (hashlib lets go of the GIL), so the hash costs no second pass and little time.
-    Closing it fsyncs the file and finishes the hash."""
+    """The part file being downloaded, open for appending; closing it fsyncs the file."""
 
     def __init__(self, path: Path) -> None:
-        self._sha = hashlib.sha256()
-        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=16)
-        self._hasher = threading.Thread(target=self._hash, daemon=True)
-        self._hasher.start()
-        with open(path, "rb") as fh:
-            while chunk := fh.read(CHUNK):
-                self._queue.put(chunk)
         self.fh = open(path, "ab")  # noqa: SIM115 (closed by __exit__)
 
     def __enter__(self) -> _Sink:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._queue.put(None)
-        self._hasher.join()
         self.fh.flush()
         os.fsync(self.fh.fileno())
         self.fh.close()
-
-    def _hash(self) -> None:
-        while (chunk := self._queue.get()) is not None:
-            self._sha.update(chunk)
-            self._queue.task_done()
-        self._queue.task_done()
 
     @property
     def size(self) -> int:
         return self.fh.tell()
 
-    def sha256(self) -> str:
-        """The hex sha256 of the bytes written (after the sink is closed)."""
-        return self._sha.hexdigest()
-
     def write(self, data: bytes) -> None:
         self.fh.write(data)
-        self._queue.put(data)
 
     def restart(self) -> None:
         """Drop every byte: the server sends the whole object again."""
-        self._queue.join()
         self.fh.seek(0)
         self.fh.truncate()
-        self._sha = hashlib.sha256()
 
 
 class _Retry(Exception):
@@ -317,6 +289,13 @@ class _Http:
                 timeout=(TIMEOUT_S, TIMEOUT_S),
                 allow_redirects=True,
             )
+        except requests.exceptions.SSLError as exc:
+            if "CERTIFICATE_VERIFY_FAILED" in str(exc):  # no retry makes it trusted
+                raise ConfigError(
+                    f"source {self.source!r}: {shown(url)}: the server's certificate is not "
+                    "trusted (a private CA goes in REQUESTS_CA_BUNDLE or SSL_CERT_FILE)"
+                ) from None
+            raise _Retry(f"cannot connect ({type(exc).__name__})") from None
         except (requests.ConnectionError, requests.Timeout) as exc:
             raise _Retry(f"cannot connect ({type(exc).__name__})") from None
 
