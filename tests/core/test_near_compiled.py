@@ -1,8 +1,8 @@
-"""The compiled walk (`keep_first_exact`) picks exactly the partners of `keep_first` with the
-shard stage's test of a pair (exact Jaccard and the estimate's floor, or the estimate alone):
-on templates with near copies and re-posts, with a shingle buffer so small it is emptied
-again and again, in windows, paused and resumed, with few slots for large buckets, with the
-groups' members joined in one array or apart."""
+"""The walk of `keep_first_exact` (compiled, plain Python, or the one then the other) picks
+exactly the partners of `keep_first` with the shard stage's test of a pair (exact Jaccard and
+the estimate's floor, or the estimate alone): on templates with near copies and re-posts, with
+a shingle buffer so small it is emptied again and again, in windows, paused and resumed, with
+few slots for large buckets, with the groups' members joined in one array or apart."""
 
 from __future__ import annotations
 
@@ -86,11 +86,20 @@ def compiled(texts: list[str], sigs: np.ndarray, spec: DedupSpec, cache_bytes: i
     return out
 
 
+# the walk as plain Python throughout, compiled throughout, Python then compiled
+WALKS = {"python": (10**9, 1e9), "compiled": (0, 1e9), "both": (10**9, 0.0)}
+
+
+@pytest.mark.parametrize("walk", list(WALKS))
 @pytest.mark.parametrize("confirm", [True, False])
 @pytest.mark.parametrize("cache_bytes", [64 << 20, 600])
 def test_the_compiled_walk_picks_the_partners_of_keep_first(
-    confirm: bool, cache_bytes: int
+    confirm: bool, cache_bytes: int, walk: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    entries, seconds = WALKS[walk]
+    monkeypatch.setattr(minhash, "PYTHON_WALK_ENTRIES", entries)
+    monkeypatch.setattr(minhash, "PYTHON_WALK_S", seconds)
+    monkeypatch.setattr(minhash, "_PYTHON_STEP", 61)  # "both": compiled from the 2nd step on
     spec = DedupSpec(confirm=confirm)
     texts = templated(3000)
     sigs = signatures(texts, spec)
@@ -99,9 +108,14 @@ def test_the_compiled_walk_picks_the_partners_of_keep_first(
     assert compiled(texts, sigs, spec, cache_bytes).tolist() == expected.tolist()
 
 
+@pytest.mark.parametrize("walk", list(WALKS))
 def test_paused_in_windows_with_few_slots_it_picks_the_same(
-    monkeypatch: pytest.MonkeyPatch,
+    walk: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    entries, seconds = WALKS[walk]
+    monkeypatch.setattr(minhash, "PYTHON_WALK_ENTRIES", entries)
+    monkeypatch.setattr(minhash, "PYTHON_WALK_S", seconds)
+    monkeypatch.setattr(minhash, "_PYTHON_STEP", 61)
     texts = templated(2500, seed=8)
     sigs = signatures(texts, SPEC)
     sigs.setflags(write=False)  # as the shard stage maps them

@@ -4,6 +4,7 @@ is off until set or named by a preset, and the presets carry the published thres
 from __future__ import annotations
 
 import random
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from corpus_assets.core.config import FILTER_PRESETS, FilterSpec, validate
 from corpus_assets.core.errors import ConfigError
 from corpus_assets.core.text import filters as f
 from corpus_assets.core.text import quality_rules as q
+from corpus_assets.core.text.ngram_stats import ngrams_of
 
 SET = ("short_line_length", "min_language_score", "boilerplate_min_words")  # used with another
 # every threshold of the existing checks off: each test below turns on the one rule it tests
@@ -258,11 +260,31 @@ WORDS = st.lists(st.sampled_from(["ab", "cd", "ef", "gh"]), max_size=60)
 
 
 @settings(max_examples=300, deadline=None)
-@given(WORDS, st.integers(2, 10))
-def test_ngram_statistics_equal_datatroves(words: list[str], n: int) -> None:
-    grams = q.NGrams(words)
-    assert grams.top_chars(n) == dt_top(words, n)
-    assert grams.duplicate_chars(n) == dt_all_duplicate(words, n)
+@given(st.lists(WORDS, min_size=1, max_size=6), st.integers(2, 10))
+def test_ngram_statistics_equal_datatroves(texts: list[list[str]], n: int) -> None:
+    """Texts counted in one batch: each one's statistics as datatrove's of it alone."""
+    for words, grams in zip(texts, ngrams_of(texts), strict=True):
+        assert grams.top_chars(n) == dt_top(words, n)
+        assert grams.duplicate_chars(n) == dt_all_duplicate(words, n)
+
+
+# word characters, the joiners, points, other marks and every kind of whitespace
+TOKEN_TEXT = st.text(
+    st.sampled_from([*"ab_1é'’-.,!?\"()…", " ", "\n", "\t", "\xa0", "\x1c", "\u2028"]),
+    max_size=80,
+)
+
+
+# the token pattern without its possessive quantifiers
+TOKEN = re.compile(r"\w+(?:[-'’.,]\w+)*|\.\.\.|[^\w\s]")
+
+
+@settings(max_examples=500, deadline=None)
+@given(TOKEN_TEXT)
+def test_tokens_are_the_tokens_of_each_chunk_in_turn(text: str) -> None:
+    """Chunk by chunk, through the cache, the tokens the pattern finds in the whole text."""
+    assert q.Split(text).tokens == TOKEN.findall(text)
+    assert q.Split(text).token_count == len(TOKEN.findall(text))
 
 
 @settings(max_examples=200, deadline=None)
@@ -451,6 +473,9 @@ FRAGMENTS = [
     "A line with {braces} in it.",
     "Two words.",
     "A citation[12] and [edit] cut.",
+    "Turn on Java[2]Script, then reload.",
+    "Lorem[edit] ipsum dolor sit amet.",
+    "Read our privacy[3] policy today.",
     "  Spaced out but fine here!  ",
     "It trails off into an ellipsis...",
     "x" * 1001 + " is long indeed.",

@@ -219,6 +219,7 @@ def run_task(
     raws = table.column("text").to_pylist()
     table = table.drop_columns("text")  # the texts are Python strings now: Arrow's copy goes
     release_freed_pages()
+    live: list[int] = []
     for row, raw in enumerate(raws):
         if row in listed:
             screening.drop(EXCLUDED, listed[row], doc(row), by="id")
@@ -227,7 +228,10 @@ def run_task(
         if strip is not None:
             text, lines = strip(text)
             stripped.update({"lines": lines, "documents": 1} if lines else {})
-        text, reason = quality(text)
+        live.append(row)
+        texts.append(text)
+    cleaned, texts = quality.many(texts), []  # many texts at once: their n-grams counted together
+    for row, (text, reason) in zip(live, cleaned, strict=True):
         if reason is None and langid is not None:  # after the cheap rules: it costs more
             language, score, reason = langid(text)
             found[row] = (language, score)

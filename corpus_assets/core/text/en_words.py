@@ -246,6 +246,7 @@ def _merged(found: list[str]) -> list[str]:
 
 
 _SHIFT = 32
+_ONE = ("",)  # the tokens of a chunk that is no special case: one
 _CACHE_SIZE = 1 << 17
 
 
@@ -259,8 +260,12 @@ class _Counts(dict[str, int]):
     def __missing__(self, chunk: str) -> int:
         if len(self) >= _CACHE_SIZE:
             self.clear()
-        found = tokens(chunk)
-        value = len(found) << _SHIFT | sum(map(_has_letter, found))
+        if chunk.isalpha():  # itself or a special case's pieces: every token a word
+            count = len(_SPECIALS.get(chunk, _ONE))
+            value = count << _SHIFT | count
+        else:
+            found = tokens(chunk)
+            value = len(found) << _SHIFT | sum(map(_has_letter, found))
         self[chunk] = value
         return value
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from corpus_assets.core.config import FilterSpec
 from corpus_assets.core.text import quality_rules as q
@@ -87,29 +87,38 @@ Check = Callable[[str, Words], str | None]
 Rule = Callable[[q.Split], str | None]
 Filter = Callable[[str], str | None]
 Cleaner = Callable[[str], tuple[str, str | None]]
+Cleaned = list[tuple[str, str | None]]
+BATCH_CHARS = 1 << 17
+"""`many` takes its texts in batches of about this many characters (one text at least): their
+n-grams are counted together, their tokens held meanwhile."""
 
 
 class QualityFilter:
     """Called on a text: (the text C4's line rules leave, None to keep it or the reason of the
-    first failed rule); `lines_removed` counts the lines those rules removed, by reason."""
+    first failed rule); `many` does the same for many texts, faster; `lines_removed` counts the
+    lines those rules removed, by reason."""
 
     def __init__(self, spec: FilterSpec) -> None:
         self.lines_removed: Counter[str] = Counter()
         self.spec = spec
-        self._clean = _cleaner(spec, self.lines_removed)
+        self._cleaner = _Cleaner(spec, self.lines_removed)
 
     def __call__(self, text: str) -> tuple[str, str | None]:
-        return self._clean(text)
+        return self._cleaner.one(text)
+
+    def many(self, texts: Sequence[str]) -> Cleaned:
+        """What each text's call gives, in order."""
+        return self._cleaner.many(texts)
 
 
 def make_cleaner(spec: FilterSpec) -> Cleaner:
     """A function of one text: (its text after C4's line rules, None or the drop reason)."""
-    return _cleaner(spec, Counter())
+    return _Cleaner(spec, Counter()).one
 
 
 def make_filter(spec: FilterSpec) -> Filter:
     """A function of one text: None to keep it, or the reason of the first check it fails."""
-    clean = _cleaner(spec, Counter())
+    clean = _Cleaner(spec, Counter()).one
 
     def check(text: str) -> str | None:
         return clean(text)[1]
@@ -117,46 +126,88 @@ def make_filter(spec: FilterSpec) -> Filter:
     return check
 
 
-def _cleaner(spec: FilterSpec, lines_removed: Counter[str]) -> Cleaner:
-    if not spec.enabled:
-        return _keep_all
-    low, high = spec.min_chars, spec.max_chars
-    checks = _checks(spec)
-    before, c4, after = _rules(spec), _c4_rules(spec), _fineweb_rules(spec)
-    most = max((n for n in _NGRAMS if getattr(spec, _NGRAMS[n]) is not None), default=1)
-    more = bool(before or c4.active or after)  # the reference rules: none set, none run
+class _Cleaner:
+    """The checks, then the reference rules (Gopher's, C4's line pass, FineWeb's), of a spec."""
 
-    def check(text: str) -> tuple[str, str | None]:
+    def __init__(self, spec: FilterSpec, lines_removed: Counter[str]) -> None:
+        self.enabled = spec.enabled
+        self.low, self.high = spec.min_chars, spec.max_chars
+        self.checks = _checks(spec)
+        self.before, self.c4, self.after = _rules(spec), _c4_rules(spec), _fineweb_rules(spec)
+        self.more = bool(self.before or self.c4.active or self.after)  # none set, none run
+        self.ngrams = any(getattr(spec, name) is not None for name in _NGRAMS.values())
+        self.lines_removed = lines_removed
+
+    def many(self, texts: Sequence[str]) -> Cleaned:
+        """Each text's (text after C4's line rules, None or the drop reason), in batches of
+        about BATCH_CHARS characters."""
+        if not self.enabled:
+            return [(text, None) for text in texts]
+        out: Cleaned = []
+        lo = chars = 0
+        for hi, text in enumerate(texts, 1):
+            chars += len(text)
+            if chars >= BATCH_CHARS:
+                out += self._batch(texts[lo:hi])
+                lo, chars = hi, 0
+        if lo < len(texts):
+            out += self._batch(texts[lo:])
+        return out
+
+    def one(self, text: str) -> tuple[str, str | None]:
+        """One text's (text after C4's line rules, None or the drop reason)."""
+        if not self.enabled:
+            return text, None
+        reason, words = self._checked(text)
+        if reason is not None or not self.more:
+            return text, reason
+        return self._rest(q.Split(text, words))
+
+    def _batch(self, texts: Sequence[str]) -> Cleaned:
+        if not self.ngrams:  # nothing to count together: each text through, its pieces let go
+            return [self.one(text) for text in texts]
+        out: Cleaned = []
+        pending: list[tuple[int, q.Split]] = []
+        for text in texts:
+            reason, words = self._checked(text)
+            if reason is None and self.more:
+                pending.append((len(out), q.Split(text, words)))
+            out.append((text, reason))
+        if len(pending) > 1:  # the n-gram rules will ask: count them together
+            q.count_ngrams([split for _, split in pending])
+        for i, split in pending:
+            out[i] = self._rest(split)
+        return out
+
+    def _checked(self, text: str) -> tuple[str | None, Words]:
+        """The reason of the first check that fails, or None and the text's words."""
         # characters first, before the words are split: a huge document costs no word list
-        if low is not None and len(text) < low:
-            return text, TOO_FEW_CHARS
-        if high is not None and len(text) > high:
-            return text, TOO_MANY_CHARS
+        if self.low is not None and len(text) < self.low:
+            return TOO_FEW_CHARS, []
+        if self.high is not None and len(text) > self.high:
+            return TOO_MANY_CHARS, []
         words = text.split()
-        for run in checks:
+        for run in self.checks:
             reason = run(text, words)
             if reason is not None:
-                return text, reason
-        if not more:
-            return text, None
-        split = q.Split(text, most)  # its pieces are made when a rule first asks
-        if before and (reason := _first(before, split)) is not None:
+                return reason, []
+        return None, words
+
+    def _rest(self, split: q.Split) -> tuple[str, str | None]:
+        """The reference rules, on a text that passed the checks."""
+        text = split.text
+        if self.before and (reason := _first(self.before, split)) is not None:
             return text, reason
-        if c4.active:
-            cut, reason = q.c4_pass(text, c4, lines_removed)
+        if self.c4.active:
+            changed: list[tuple[str, str]] = []
+            cut, reason = q.c4_pass(text, self.c4, self.lines_removed, changed)
             if reason is not None:
                 return text, reason
-            if cut is not text:
-                text, split = cut, q.Split(cut, most)
-        if after and (reason := _first(after, split)) is not None:
+            if cut != text:  # lines removed or stripped: the rules after see what is left
+                text, split = cut, q.Split(cut, token_count=split.cut_token_count(changed))
+        if self.after and (reason := _first(self.after, split)) is not None:
             return text, reason
         return text, None
-
-    return check
-
-
-def _keep_all(text: str) -> tuple[str, str | None]:
-    return text, None
 
 
 def _first(rules: list[Rule], split: q.Split) -> str | None:

@@ -79,6 +79,7 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -447,18 +448,19 @@ def keep_first_exact(
     partners as keep_first(groups, n, verify) with that test; on 100,000 templated documents
     (278,000 pairs tested) the walk takes ~0.1 s where keep_first and a Python test took ~3 s.
 
-    The walk (numba, compiled on first use and cached on disk) hands back when it needs a
-    row's shingles: they are computed for the pair it tests, then for the rows the next
-    _ENTRIES entries may ask about (see `_asked_about`) while they fit, in one buffer of
-    about `cache_bytes` (emptied when the pair does not fit: a row asked about again is
-    shingled again). Memory: keep_first's (the groups' members in one array: `joined_groups`
-    avoids a copy), 8 bytes a row (where its shingles are), 17 bytes a shared bucket (where it
-    starts, full or not, its slot) and the buffer. `beat(row)` is called now and then.
+    The walk (plain Python while it is small, see PYTHON_WALK_ENTRIES; else numba, compiled
+    on first use and cached on disk) hands back when it needs a row's shingles: they are
+    computed for the pair it tests, then for the rows the next _ENTRIES entries may ask about
+    (see `_asked_about`) while they fit, in one buffer of about `cache_bytes` (emptied when the
+    pair does not fit: a row asked about again is shingled again). Memory: keep_first's (the
+    groups' members in one array: `joined_groups` avoids a copy), 8 bytes a row (where its
+    shingles are), 17 bytes a shared bucket (where it starts, full or not, its slot) and the
+    buffer. `beat(row)` is called now and then.
     """
     partner = np.full(n, -1, dtype=np.int64)
     if not groups:
         return partner
-    walk = _compiled()
+    walk = _Walker(sum(len(g.members) for _, g in groups))
     kept = np.ones(n, dtype=np.uint8)
     members, bucket_first, bucket_base = _joined(groups)
     bands = np.array([band for band, _ in groups], dtype=np.int64)
@@ -476,7 +478,7 @@ def keep_first_exact(
         )
         at, total = 0, len(rows)
         while at < total:
-            stop = min(at + _PAUSE_ENTRIES, total)
+            stop = min(at + walk.entries, total)
             why, at, row = walk(
                 rows, buckets, counts, at, stop, total, members, bucket_first, kept, partner,
                 full, slots.of, slots.kept, slots.length, slots.scanned, slots.free, state,
@@ -635,6 +637,39 @@ class _Pool:
 
 
 _POOL_BATCH = 256  # texts shingled in one pass (~3 us a short text, ~65 us alone)
+
+
+PYTHON_WALK_ENTRIES = 1 << 15
+"""A walk of at most this many entries starts as plain Python (~6 us an entry)..."""
+PYTHON_WALK_S = 0.1
+"""...and goes on compiled once it has taken this long: numba's import and the load of the
+compiled walk from its disk cache take ~0.25 s, longer than a small build's whole walk."""
+_PYTHON_STEP = 1 << 10  # entries the plain-Python walk takes between looks at the clock
+
+
+class _Walker:
+    """_walk_exact, as plain Python or compiled (see PYTHON_WALK_ENTRIES). The walk stops at
+    any entry and goes on from it as if it had not stopped, so where it changes from one to
+    the other changes nothing but its speed."""
+
+    def __init__(self, entries: int) -> None:
+        self._compiled = _compiled() if entries > PYTHON_WALK_ENTRIES else None
+        self._spent = 0.0
+
+    @property
+    def entries(self) -> int:
+        """How many entries to hand it at a time."""
+        return _PAUSE_ENTRIES if self._compiled is not None else _PYTHON_STEP
+
+    def __call__(self, *args: Any) -> tuple[int, int, int]:
+        if self._compiled is not None:
+            return self._compiled(*args)
+        start = time.perf_counter()
+        out = _walk_exact(*args)
+        self._spent += time.perf_counter() - start
+        if self._spent > PYTHON_WALK_S:
+            self._compiled = _compiled()
+        return out
 
 
 @functools.cache

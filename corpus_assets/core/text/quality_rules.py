@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
-
-import numpy as np
+from itertools import chain, repeat
+from operator import itemgetter
 
 from corpus_assets.core.text import en_words
+from corpus_assets.core.text.ngram_stats import NGrams, ngrams_of
 
 STOP_WORDS = frozenset(("the", "be", "to", "of", "and", "that", "have", "with"))
 # datatrove.utils.text.TERMINAL_PUNCTUATION (Unicode's Terminal_Punctuation sentence enders)
@@ -37,7 +38,7 @@ TERMINAL_PUNCTUATION = frozenset(
 # Words as NLTK's word_tokenize finds them, near enough: runs of word characters (joined by
 # inner hyphens, apostrophes, points or commas: "well-known", "3.14", "1,000"), "...", and each
 # other punctuation mark on its own.
-_TOKEN = re.compile(r"\w+(?:[-'’.,]\w+)*|\.\.\.|[^\w\s]")
+_TOKEN = re.compile(r"\w++(?:[-'’.,]\w++)*+|\.\.\.|[^\w\s]")  # possessive: nothing to give back
 _PARAGRAPH_BREAK = re.compile(r"\n{2,}")
 _CITATION = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
 _POLICY = re.compile(
@@ -49,33 +50,94 @@ _BULLETS = ("•", "-")
 _ELLIPSES = ("...", "…")
 
 
+_CACHE_SIZE = 1 << 17
+_CACHED_CHUNK = 64  # longer chunks (addresses, blobs) are tokenized each time, not kept
+
+
+class _ChunkTokens(dict[str, tuple[str, ...]]):
+    """A whitespace-free chunk -> its tokens, found on first sight. No token spans whitespace
+    (`_TOKEN`'s \\s is str.split's whitespace), so a text's tokens are its chunks' in order: a
+    common chunk costs one lookup, and its token strings, shared, keep their hashes."""
+
+    def __missing__(self, chunk: str) -> tuple[str, ...]:
+        found = tuple(_TOKEN.findall(chunk))
+        if len(chunk) <= _CACHED_CHUNK:
+            if len(self) >= _CACHE_SIZE:
+                self.clear()
+            self[chunk] = found
+        return found
+
+
+_CHUNK_TOKENS = _ChunkTokens()
+
+
+def _count_tokens(line: str) -> int:
+    return sum(map(len, map(_CHUNK_TOKENS.__getitem__, line.split())))
+
+
 class Split:
     """One text's pieces, each computed once on first use and shared by every rule."""
 
-    def __init__(self, text: str, most_ngram: int = 10) -> None:
+    def __init__(
+        self, text: str, words: list[str] | None = None, token_count: int | None = None
+    ) -> None:
         self.text = text
-        self.most_ngram = most_ngram
+        self._words = words
+        self._token_count = token_count
+        self._ngrams: NGrams | None = None
 
     @cached_property
     def tokens(self) -> list[str]:
-        return _TOKEN.findall(self.text)
+        return list(chain.from_iterable(map(_CHUNK_TOKENS.__getitem__, self.words)))
 
-    @cached_property
+    @property
+    def token_count(self) -> int:
+        """len(tokens) (given, when the caller knows it: see `cut_token_count`)."""
+        if self._token_count is None:
+            self._token_count = len(self.tokens)
+        return self._token_count
+
+    def cut_token_count(self, changed: list[tuple[str, str]]) -> int | None:
+        """The tokens of this text with the lines of `changed` (a line as it was, as it is
+        now: '' when removed) changed, or None when its own tokens were not counted yet.
+
+        No token spans whitespace, a line break included: a text's tokens are its lines'."""
+        if "tokens" not in self.__dict__ and self._token_count is None:
+            return None
+        count = self.token_count
+        for before, after in changed:
+            count += _count_tokens(after) - _count_tokens(before)
+        return count
+
+    @property
     def words(self) -> list[str]:
-        return self.text.split()
+        """Whitespace-separated words (given, when the caller split the text already)."""
+        if self._words is None:
+            self._words = self.text.split()
+        return self._words
 
     @cached_property
     def lines(self) -> list[str]:
         return self.text.splitlines()
 
-    @cached_property
+    @property
     def ngrams(self) -> NGrams:
-        return NGrams(self.tokens, self.most_ngram)
+        """The statistics of the tokens' n-grams (counted with other texts' by `count_ngrams`)."""
+        if self._ngrams is None:
+            self._ngrams = ngrams_of([self.tokens])[0]
+        return self._ngrams
 
     @cached_property
     def filled_lines(self) -> list[str]:
         """Lines split at '\\n' that hold more than whitespace (FineWeb's lines)."""
         return [line for line in self.text.split("\n") if line and not line.isspace()]
+
+
+def count_ngrams(splits: Sequence[Split]) -> None:
+    """Count the n-grams of many texts as one batch (their tokens held meanwhile): one numpy
+    pass for all of them, where one a text costs far more."""
+    for split, ngrams in zip(splits, ngrams_of([s.tokens for s in splits]), strict=True):
+        split._ngrams = ngrams
 
 
 def duplicates(items: list[str]) -> tuple[int, int]:
@@ -100,79 +162,6 @@ def paragraph_duplicates(split: Split) -> tuple[float, float]:
     return count / len(paragraphs), chars / max(len(split.text), 1)
 
 
-_MIX = np.uint64(0x9E3779B97F4A7C15)  # odd: multiplying by it mod 2**64 loses nothing
-
-
-class NGrams:
-    """Word n-grams for n = 1..most, all at once: an n-gram is a 64-bit polynomial hash of its
-    words' hashes, so equal n-grams have equal keys and unequal ones differ but for a collision
-    (about m**2 / 2**64 for m words); one sort of all the keys counts every n-gram."""
-
-    def __init__(self, words: list[str], most: int = 10) -> None:
-        lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
-        self.cum: list[int] = [0, *np.cumsum(lengths).tolist()]
-        self.m = m = len(words)
-        self.most = most = min(most, m)
-        if not m:
-            return
-        # str's hash is SipHash: equal words, equal hashes; unequal ones collide at 2**-64
-        mixed = np.fromiter(map(hash, words), dtype=np.int64, count=m).view(np.uint64)
-        keys = np.empty((most, m), dtype=np.uint64)
-        keys[0] = mixed
-        tail = ~np.arange(m, dtype=np.uint64)  # the missing n-grams at the end: all different
-        for n in range(1, most):
-            np.multiply(keys[n - 1, : m - n], _MIX, out=keys[n, : m - n])
-            keys[n, : m - n] += mixed[n:]
-            keys[n, m - n :] = tail[:n]
-        order = (keys.argsort(axis=1) + (np.arange(most) * m)[:, None]).ravel()
-        ordered = keys.ravel()[order].reshape(most, m)
-        starts = np.ones((most, m), dtype=bool)
-        np.not_equal(ordered[:, 1:], ordered[:, :-1], out=starts[:, 1:])
-        ids = np.empty(most * m, dtype=np.int64)
-        ids[order] = starts.ravel().cumsum()  # a number per n-gram, unique across the rows
-        self.ids = ids.reshape(most, m)
-        self.counts = np.bincount(ids)[self.ids]  # per position: its n-gram's count
-        rows: Any = (self.counts > 1).any(axis=1)
-        self.repeats: list[bool] = rows.tolist()
-
-    def chars(self, i: int, n: int) -> int:
-        """Characters of the words of the n-gram at position i (no separators)."""
-        return self.cum[i + n] - self.cum[i]
-
-    def top_chars(self, n: int) -> int | None:
-        """Characters of the most frequent n-gram (words joined by spaces) times its count; of
-        equally frequent ones the first. None when the text has fewer than n words."""
-        if n > self.m:
-            return None
-        counts = self.counts[n - 1, : self.m - n + 1]
-        top = int(counts.max())
-        i = int(np.argmax(counts == top))  # the first place of the first of them
-        return (self.chars(i, n) + n - 1) * top
-
-    def duplicate_chars(self, n: int) -> int:
-        """Characters (separators not counted) of the n-grams that repeat an earlier one, read
-        left to right; a repeat's n words are not looked at again."""
-        if n > self.m or not self.repeats[n - 1]:
-            return 0
-        counts = self.counts[n - 1, : self.m - n + 1]
-        repeated = np.flatnonzero(counts > 1)  # an n-gram seen once never repeats
-        if not len(repeated):
-            return 0
-        keys = self.ids[n - 1]
-        seen: set[int] = set()
-        total = nxt = 0
-        for p, key in zip(repeated.tolist(), keys[repeated].tolist(), strict=True):
-            if p < nxt:
-                continue
-            if key in seen:
-                total += self.chars(p, n)
-                nxt = p + n
-            else:
-                seen.add(key)
-                nxt = p + 1
-        return total
-
-
 def stop_words(split: Split) -> int:
     """How many different stop words are tokens of the text (case as written)."""
     return len(STOP_WORDS.intersection(split.tokens))
@@ -187,26 +176,31 @@ def alpha_token_ratio(split: Split) -> float:
 
 def bullet_line_ratio(split: Split) -> float:
     """Fraction of lines that start, after whitespace, with '•' or '-'."""
-    lines = split.lines
-    return sum(line.lstrip().startswith(_BULLETS) for line in lines) / max(len(lines), 1)
+    lines, text = split.lines, split.text
+    if "-" not in text and "•" not in text:
+        return 0.0
+    return sum(map(str.startswith, map(str.lstrip, lines), repeat(_BULLETS))) / max(len(lines), 1)
 
 
 def ellipsis_line_ratio(split: Split) -> float:
     """Fraction of lines that end, before whitespace, with '...' or '…'."""
-    lines = split.lines
-    return sum(line.rstrip().endswith(_ELLIPSES) for line in lines) / max(len(lines), 1)
+    lines, text = split.lines, split.text
+    if "..." not in text and "…" not in text:
+        return 0.0
+    return sum(map(str.endswith, map(str.rstrip, lines), repeat(_ELLIPSES))) / max(len(lines), 1)
 
 
 def line_punctuation_ratio(split: Split) -> float:
     """Fraction of FineWeb's lines whose last character is terminal punctuation."""
     lines = split.filled_lines
-    return sum(line[-1] in TERMINAL_PUNCTUATION for line in lines) / max(len(lines), 1)
+    ends = map(TERMINAL_PUNCTUATION.__contains__, map(itemgetter(-1), lines))
+    return sum(ends) / max(len(lines), 1)
 
 
 def short_line_ratio(split: Split, length: int) -> float:
     """Fraction of FineWeb's lines of at most `length` characters."""
     lines = split.filled_lines
-    return sum(len(line) <= length for line in lines) / max(len(lines), 1)
+    return sum(map(length.__ge__, map(len, lines))) / max(len(lines), 1)
 
 
 def char_duplicate_ratio(split: Split) -> float:
@@ -217,7 +211,7 @@ def char_duplicate_ratio(split: Split) -> float:
 
 def newline_word_ratio(split: Split) -> float:
     """Newlines per word (FineWeb's list ratio)."""
-    return split.text.count("\n") / max(len(split.tokens), 1)
+    return split.text.count("\n") / max(split.token_count, 1)
 
 
 def sentences(line: str) -> int:
@@ -280,43 +274,73 @@ LINE_REASONS = (
 )
 
 
-def c4_pass(text: str, rules: C4Rules, removed: Counter[str]) -> tuple[str, str | None]:
+def c4_pass(
+    text: str,
+    rules: C4Rules,
+    removed: Counter[str],
+    changed: list[tuple[str, str]] | None = None,
+) -> tuple[str, str | None]:
     """(the text with C4's failing lines removed, None) or (text, the document rule it fails:
-    'lorem_ipsum', 'curly_bracket', 'too_few_sentences'); removed lines counted by reason."""
+    'lorem_ipsum', 'curly_bracket', 'too_few_sentences'); removed lines counted by reason,
+    and given `changed`, each removed line and its '' and each line whose citations were cut
+    and what is left appended to it (lines stripped).
+
+    A phrase that no line holds is looked for in the whole text once, not line by line (a line
+    holds it only if the text does); sentences are counted until there are enough."""
     kept: list[str] = []
     found = 0
-    lowered = rules.lorem_ipsum or rules.javascript or rules.policy
+    citations = rules.remove_citations and "[" in text
+    whole = _CITATION.sub("", text) if citations else text  # a cut citation joins its sides
+    lower_text = whole.lower() if rules.lorem_ipsum or rules.javascript or rules.policy else ""
+    lorem = rules.lorem_ipsum and "lorem ipsum" in lower_text
+    javascript = rules.javascript and "javascript" in lower_text
+    policy = rules.policy and _POLICY.search(lower_text) is not None
+    lowered = lorem or javascript or policy
+    curly = rules.curly_bracket and "{" in text
     longest, fewest = rules.max_word_length, rules.min_words_per_line
+    most = -1 if fewest is None else max(fewest - 1, 0)  # words to split off: len < fewest?
+    enough = rules.min_sentences
     cut: Counter[str] = Counter()
+    edits: list[tuple[str, str]] = []
     for raw in text.splitlines():
         line = raw.strip()
-        words = line.split()
-        if longest is not None and len(line) > longest and max(map(len, words)) > longest:
+        if longest is not None and len(line) > longest and max(map(len, line.split())) > longest:
             cut[LINE_LONG_WORD] += 1
+            edits.append((line, ""))
             continue
-        if rules.remove_citations:
+        words = len(line.split(None, most)) if fewest is not None else 0
+        stripped = line
+        if citations:
             line = _CITATION.sub("", line)
         if rules.terminal_punctuation and (not line.endswith(_C4_END) or line.endswith("...")):
             cut[LINE_NO_TERMINAL_PUNCTUATION] += 1
+            edits.append((stripped, ""))
             continue
-        if fewest is not None and len(words) < fewest:
+        if fewest is not None and words < fewest:
             cut[LINE_TOO_FEW_WORDS] += 1
+            edits.append((stripped, ""))
             continue
         lower = line.lower() if lowered else line
-        if rules.lorem_ipsum and "lorem ipsum" in lower:
+        if lorem and "lorem ipsum" in lower:
             return text, "lorem_ipsum"
-        if rules.javascript and "javascript" in lower:
+        if javascript and "javascript" in lower:
             cut[LINE_JAVASCRIPT] += 1
+            edits.append((stripped, ""))
             continue
-        if rules.curly_bracket and "{" in line:
+        if curly and "{" in line:
             return text, "curly_bracket"
-        if rules.policy and _POLICY.search(lower):
+        if policy and _POLICY.search(lower):
             cut[LINE_POLICY] += 1
+            edits.append((stripped, ""))
             continue
-        if rules.min_sentences is not None:
+        if enough is not None and found < enough:
             found += sentences(line)
+        if line is not stripped:
+            edits.append((stripped, line))
         kept.append(line)
-    if rules.min_sentences is not None and found < rules.min_sentences:
+    if enough is not None and found < enough:
         return text, "too_few_sentences"
     removed.update(cut)
+    if changed is not None:
+        changed += edits
     return ("\n".join(kept).strip() if rules.edits_lines else text), None
