@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from corpus_assets.recipes.arith_families import FAMILIES
 from corpus_assets.tasks.ranking import RankedCandidate, RankedSelection, SelectionPolicy
-from corpus_assets.tasks.types import DataSample, InsufficientDataError, Selection
+from corpus_assets.tasks.types import JSON, DataSample, InsufficientDataError, Selection
 
 CORRECT_ONCE_PRIORITY = 0.0  # right in some repeats, not all: the most informative tasks
 WRONG_ALWAYS_PRIORITY = 1.0
@@ -28,52 +28,64 @@ NOT_CALIBRATED = (
 )
 
 
+Tagged = tuple[str, Mapping[str, JSON]]  # a candidate's task id and public metadata
+
+
 def select_round_robin(
     samples: Sequence[DataSample], target_count: int, stream_order: Sequence[str]
 ) -> Selection:
     """`target_count` distinct ids, one per stream in turn, else InsufficientDataError."""
-    queues, candidates = _queues(samples, stream_order, target_count)
+    queues, candidates = _queues(_tagged(samples), stream_order, target_count)
     available = sum(len(queue) for queue in queues.values())  # each queue holds <= target
     if available < target_count:
         raise InsufficientDataError(
             f"arithmetic recipe has {available} distinct candidate task(s), needs {target_count}"
         )
-    chosen: list[tuple[str, DataSample]] = []
+    chosen: list[tuple[str, Tagged]] = []
     depth = 0
     while len(chosen) < target_count:
         for stream, queue in queues.items():
             if depth < len(queue) and len(chosen) < target_count:
                 chosen.append((stream, queue[depth]))
         depth += 1
-    return Selection(tuple(s.task_id for _, s in chosen), _statistics(chosen, candidates))
+    return Selection(tuple(t for _, (t, _) in chosen), _statistics(chosen, candidates))
+
+
+def _tagged(samples: Sequence[DataSample]) -> Iterable[Tagged]:
+    """Each sample's task id and metadata; from the pool's metadata column when `samples` is
+    the executor's pool (`task_metadata`), which skips decoding inputs and references."""
+    view = getattr(samples, "task_metadata", None)
+    if callable(view):
+        return view()  # type: ignore[no-any-return]
+    return ((sample.task_id, sample.task.metadata) for sample in samples)
 
 
 def _queues(
-    samples: Sequence[DataSample], stream_order: Sequence[str], depth: int
-) -> tuple[dict[str, list[DataSample]], int]:
-    """Per stream the `depth` smallest-id distinct samples, and how many samples there were.
+    tagged: Iterable[Tagged], stream_order: Sequence[str], depth: int
+) -> tuple[dict[str, list[Tagged]], int]:
+    """Per stream the `depth` smallest-id distinct candidates, and how many there were.
 
-    One pass over `samples` keeping at most 2 x `depth` per stream, so a pool on disk is never
-    held in memory whole.
+    One pass keeping at most 2 x `depth` per stream, so a pool on disk is never held in memory
+    whole.
     """
-    kept: dict[str, dict[str, DataSample]] = {}
+    kept: dict[str, dict[str, Mapping[str, JSON]]] = {}
     count = 0
-    for sample in samples:
+    for task_id, metadata in tagged:
         count += 1
-        queue = kept.setdefault(str(sample.task.metadata.get("stream", "")), {})
-        queue.setdefault(sample.task_id, sample)
+        queue = kept.setdefault(str(metadata.get("stream", "")), {})
+        queue.setdefault(task_id, metadata)
         if len(queue) > 2 * depth:
-            for task_id in sorted(queue)[depth:]:
-                del queue[task_id]
+            for dropped in sorted(queue)[depth:]:
+                del queue[dropped]
     rank = {name: index for index, name in enumerate(stream_order)}
     order = sorted(kept, key=lambda name: (rank.get(name, len(rank)), name))
-    queues = {name: [kept[name][t] for t in sorted(kept[name])[:depth]] for name in order}
+    queues = {name: [(t, kept[name][t]) for t in sorted(kept[name])[:depth]] for name in order}
     return queues, count
 
 
-def _statistics(chosen: list[tuple[str, DataSample]], available: int) -> dict[str, object]:
+def _statistics(chosen: list[tuple[str, Tagged]], available: int) -> dict[str, object]:
     """Counts per stream and family, the candidate count, and the not-calibrated note."""
-    families = Counter(str(s.task.metadata.get("family", "")) for _, s in chosen)
+    families = Counter(str(metadata.get("family", "")) for _, (_, metadata) in chosen)
     streams = Counter(stream for stream, _ in chosen)
     return {
         "calibrated": False,

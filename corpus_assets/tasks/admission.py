@@ -2,7 +2,8 @@
 task id, the same content) or retained, in order, against the pool and the excluded ids on disk.
 
 A task id met again with other content, or a public input met again with another reference, is
-a DataError. A chunk costs three indexed lookups (two when nothing is excluded) and one insert.
+a DataError. A chunk costs at most three indexed lookups (by task id, by input digest for the
+task ids not pooled yet, by excluded id when something is excluded) and one insert.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from corpus_assets.core.errors import DataError
-from corpus_assets.tasks.cleaned import Cleaned
+from corpus_assets.tasks.cleaned import Cleaned, payload_text
 from corpus_assets.tasks.types import DataSample
 
 IN_LIMIT = 500  # ids per `IN (...)` lookup (SQLite caps bound parameters)
@@ -21,11 +22,11 @@ CANDIDATE_COLUMNS = (  # a pool row: its position and batch, then the `Cleaned` 
     "seq",
     "batch",
     "task_id",
-    "payload",
     "public",
+    "reference",
+    "metadata",
     "content_sha",
     "input_sha",
-    "reference_sha",
 )
 INSERT_CANDIDATE = (
     f"INSERT INTO candidates ({', '.join(CANDIDATE_COLUMNS)}) "
@@ -46,9 +47,15 @@ def admit(
     different samples."""
     kept = [c for c in cleaned if c is not None]
     excluded = _excluded_among(db, excluding, [c.task_id for c in kept])
-    known, inputs = _pooled_matches(db, kept)
+    known: dict[str, bytes] = dict(
+        lookup(db, "task_id, content_sha FROM candidates", "task_id", [c.task_id for c in kept])
+    )
+    # a duplicate's input was checked when it was admitted: look up the inputs of the new ids
+    inputs = _pooled_inputs(
+        db, [c.input_sha for c in kept if c.task_id not in known and c.task_id not in excluded]
+    )
     rows: list[tuple[Any, ...]] = []
-    admitted: dict[str, str] = {}  # this chunk's retained payloads, not inserted yet
+    admitted: dict[str, Cleaned] = {}  # this chunk's retained candidates, not inserted yet
     for item in cleaned:
         if item is None:
             counts["rejected"] += 1
@@ -59,16 +66,16 @@ def admit(
                 raise DataError(_two_contents(db, item, admitted.get(item.task_id)))
             counts["duplicates"] += 1
         else:
-            for other_id, reference_sha in inputs.get(item.input_sha, ()):
-                if reference_sha != item.reference_sha:
+            for other_id, reference in inputs.get(item.input_sha, ()):
+                if reference != item.reference:
                     raise DataError(
                         "conflicting references: the same public input has two different "
                         f"references, in task {other_id!r} and task {item.task_id!r}"
                     )
             counts["retained"] += 1
             known[item.task_id] = item.content_sha
-            admitted[item.task_id] = item.payload
-            inputs.setdefault(item.input_sha, []).append((item.task_id, item.reference_sha))
+            admitted[item.task_id] = item
+            inputs.setdefault(item.input_sha, []).append((item.task_id, item.reference))
             rows.append((first_seq + len(rows), batch, *item))
     return rows
 
@@ -80,23 +87,16 @@ def _excluded_among(db: sqlite3.Connection, excluding: bool, task_ids: Sequence[
     return {r[0] for r in lookup(db, "task_id FROM excluded", "task_id", task_ids)}
 
 
-def _pooled_matches(
-    db: sqlite3.Connection, kept: Sequence[Cleaned]
-) -> tuple[dict[str, str], dict[str, list[tuple[str, str]]]]:
-    """The pooled candidates sharing a task id or a public input with `kept`: content
-    digest per task id, and (task id, reference digest) per input digest."""
-    known = dict(
-        lookup(db, "task_id, content_sha FROM candidates", "task_id", [c.task_id for c in kept])
-    )
-    inputs: dict[str, list[tuple[str, str]]] = {}
-    for task_id, input_sha, reference_sha in lookup(
-        db,
-        "task_id, input_sha, reference_sha FROM candidates",
-        "input_sha",
-        [c.input_sha for c in kept],
+def _pooled_inputs(
+    db: sqlite3.Connection, input_shas: Sequence[bytes]
+) -> dict[bytes, list[tuple[str, str]]]:
+    """The pooled candidates with one of these input digests: (task id, reference text) each."""
+    inputs: dict[bytes, list[tuple[str, str]]] = {}
+    for task_id, input_sha, reference in lookup(
+        db, "task_id, input_sha, reference FROM candidates", "input_sha", input_shas
     ):
-        inputs.setdefault(input_sha, []).append((task_id, reference_sha))
-    return known, inputs
+        inputs.setdefault(input_sha, []).append((task_id, reference))
+    return inputs
 
 
 def lookup(
@@ -106,18 +106,26 @@ def lookup(
     distinct = sorted(set(values))
     for start in range(0, len(distinct), IN_LIMIT):
         part = distinct[start : start + IN_LIMIT]
-        marks = ",".join("?" * len(part))
+        # the list padded to a power of two with its last value (which changes no answer), so
+        # a handful of statement texts serve every size: the connection's statement cache
+        # stays small and warm instead of preparing (and keeping) one statement per size
+        size = min(1 << (len(part) - 1).bit_length(), IN_LIMIT)
+        part += part[-1:] * (size - len(part))
+        marks = ",".join("?" * size)
         yield from db.execute(f"SELECT {select} WHERE {column} IN ({marks})", part)
 
 
-def _two_contents(db: sqlite3.Connection, item: Cleaned, earlier: str | None) -> str:
+def _two_contents(db: sqlite3.Connection, item: Cleaned, earlier: Cleaned | None) -> str:
     """The message for a task id already pooled (or admitted earlier) with other content."""
     if earlier is None:
-        earlier = db.execute(
-            "SELECT payload FROM candidates WHERE task_id = ?", (item.task_id,)
-        ).fetchone()[0]
+        public, reference = db.execute(
+            "SELECT public, reference FROM candidates WHERE task_id = ?", (item.task_id,)
+        ).fetchone()
+        old_payload = payload_text(public, reference)
+    else:
+        old_payload = earlier.payload
     new = DataSample.from_json(json.loads(item.payload))
-    old = DataSample.from_json(json.loads(str(earlier)))
+    old = DataSample.from_json(json.loads(old_payload))
     if new.task.to_json() == old.task.to_json():
         return (
             f"conflicting references: task {new.task_id!r} was cleaned twice with different "

@@ -4,6 +4,7 @@ derived from the checkpoints and written again wherever they are missing or diff
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -21,9 +22,9 @@ def write_batch_files(work: Path, ckpt: Checkpoints, batch: int) -> list[Path]:
     stale = [path for path, there in zip(paths, present, strict=True) if not there]
     if any(present):
         wanted = [hashlib.sha256(), hashlib.sha256()]
-        for row in ckpt.batch_payloads(batch):
-            for digest, text in zip(wanted, row, strict=True):
-                digest.update(text.encode("utf-8") + b"\n")
+        for blocks in _blocks(ckpt, batch):
+            for digest, block in zip(wanted, blocks, strict=True):
+                digest.update(block)
         stale += [
             path
             for path, there, digest in zip(paths, present, wanted, strict=True)
@@ -35,8 +36,17 @@ def write_batch_files(work: Path, ckpt: Checkpoints, batch: int) -> list[Path]:
                 files.enter_context(private_writer(path)) if path in stale else None
                 for path in paths
             ]
-            for row in ckpt.batch_payloads(batch):
-                for writer, text in zip(writers, row, strict=True):
+            for blocks in _blocks(ckpt, batch):
+                for writer, block in zip(writers, blocks, strict=True):
                     if writer is not None:
-                        writer.write(text.encode("utf-8") + b"\n")
+                        writer.write(block)
     return stale
+
+
+def _blocks(ckpt: Checkpoints, batch: int) -> Iterator[tuple[bytes, bytes]]:
+    """The two files' bytes a page of candidates at a time: (whole samples, public tasks)."""
+    for page in ckpt.batch_payload_pages(batch):
+        yield (
+            "".join(f"{payload}\n" for payload, _ in page).encode("utf-8"),
+            "".join(f"{public}\n" for _, public in page).encode("utf-8"),
+        )

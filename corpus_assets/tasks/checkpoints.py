@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from corpus_assets.core.errors import DataError
 from corpus_assets.tasks.admission import admit, insert_candidates, lookup
-from corpus_assets.tasks.cleaned import Cleaned, canonical
+from corpus_assets.tasks.cleaned import Cleaned, canonical, payload_text, sample_of
 from corpus_assets.tasks.files import PRIVATE_FILE
 from corpus_assets.tasks.pool_views import PAGE, BatchTaskIds, CandidatePool, ScoreTable
 from corpus_assets.tasks.ranking import RankedCandidate, RankingTable
@@ -38,7 +39,13 @@ __all__ = [  # with the names other modules import from here
     "canonical",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""The pool's layout, in the database's user_version (a database of version 1 has 0 there)."""
+
+
+class StaleCheckpoints(DataError):
+    """A checkpoint database of another schema version (exit 65)."""
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -56,10 +63,10 @@ CREATE TABLE IF NOT EXISTS candidates (
     seq INTEGER PRIMARY KEY,
     task_id TEXT NOT NULL UNIQUE,
     batch INTEGER NOT NULL,
-    content_sha TEXT NOT NULL,
-    input_sha TEXT NOT NULL,
-    reference_sha TEXT NOT NULL,
-    payload TEXT NOT NULL,
+    content_sha BLOB NOT NULL,
+    input_sha BLOB NOT NULL,
+    metadata TEXT NOT NULL,
+    reference TEXT NOT NULL,
     public TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS candidates_input ON candidates (input_sha);
@@ -132,6 +139,7 @@ class Checkpoints:
         # the pool's payloads pass through the WAL: copy them into the database every 10,000
         # pages (about 40 MB) rather than every 1,000 (the default), a tenth of the passes
         self.db.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
+        self._check_schema()
         self.db.executescript(_SCHEMA)
         self._next_seq = self._pool_size()
         self.flushed_at = time.monotonic()  # when chunks were last made durable
@@ -140,6 +148,21 @@ class Checkpoints:
 
     def close(self) -> None:
         self.db.close()
+
+    def _check_schema(self) -> None:
+        """Stamp a new database with SCHEMA_VERSION; refuse one of another version (its tables
+        hold other columns: a resume would fail midway or misread them)."""
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        tables = self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if not tables:
+            self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        elif version != SCHEMA_VERSION:
+            self.db.close()
+            raise StaleCheckpoints(
+                f"{self.path} holds checkpoints of schema version {version or 1}, this version "
+                f"of corpus_assets reads version {SCHEMA_VERSION}: resume the job with the "
+                "version that started it, or run it again in a new folder"
+            )
 
     # -- meta ------------------------------------------------------------------------------
 
@@ -289,20 +312,22 @@ class Checkpoints:
         out = []
         for task_id in task_ids:
             row = self.db.execute(
-                "SELECT payload FROM candidates WHERE task_id = ?", (task_id,)
+                "SELECT public, reference FROM candidates WHERE task_id = ?", (task_id,)
             ).fetchone()
             if row is None:
                 raise KeyError(task_id)
-            out.append(DataSample.from_json(json.loads(row[0])))
+            out.append(sample_of(*row))
         return out
 
-    def batch_payloads(self, batch: int) -> Iterator[tuple[str, str]]:
-        """One batch's retained candidates in pool order: (whole sample, public task) JSON."""
+    def batch_payload_pages(self, batch: int) -> Iterator[list[tuple[str, str]]]:
+        """One batch's retained candidates in pool order, a page at a time: (whole sample,
+        public task) JSON."""
         cursor = self.db.execute(
-            "SELECT payload, public FROM candidates WHERE batch = ? ORDER BY seq", (batch,)
+            "SELECT public, reference FROM candidates WHERE batch = ? ORDER BY seq",
+            (batch,),
         )
         while rows := cursor.fetchmany(PAGE):
-            yield from rows
+            yield [(payload_text(public, ref), public) for public, ref in rows]
 
     def seq_pages(
         self, batch: int, size: int, without: str | None = None, skip: int = 0
@@ -345,7 +370,15 @@ class Checkpoints:
         """`payload` (whole sample) or `public` (public task) JSON of the candidates at `seqs`."""
         if column not in ("payload", "public"):
             raise ValueError(f"no candidate column {column!r}")
-        found = dict(lookup(self.db, f"seq, {column} FROM candidates", "seq", seqs))
+        if column == "public":
+            found = dict(lookup(self.db, "seq, public FROM candidates", "seq", seqs))
+        else:
+            found = {
+                seq: payload_text(public, reference)
+                for seq, public, reference in lookup(
+                    self.db, "seq, public, reference FROM candidates", "seq", seqs
+                )
+            }
         return [found[s] for s in seqs]
 
     def batch_task_ids(self, batch: int) -> BatchTaskIds:

@@ -28,7 +28,7 @@ from corpus_assets.core.errors import DataError, TransientError
 from corpus_assets.tasks import corpus_inputs
 from corpus_assets.tasks.batch_files import write_batch_files
 from corpus_assets.tasks.calibrate import CalibrateStep, build_calibrator
-from corpus_assets.tasks.checkpoints import Checkpoints, canonical
+from corpus_assets.tasks.checkpoints import Checkpoints, StaleCheckpoints, canonical
 from corpus_assets.tasks.config import LoadedJobConfig
 from corpus_assets.tasks.generation import BatchGeneration
 from corpus_assets.tasks.identity import (
@@ -206,11 +206,17 @@ class DataJob:
         snapshot = load_snapshot(folder.dataset)
         database = folder.work / "checkpoints.sqlite3"
         if database.is_file():
-            ckpt = Checkpoints(database)
             try:
-                self._rebuild_batch_files(folder.work, ckpt)
-            finally:
-                ckpt.close()
+                ckpt = Checkpoints(database)
+            except StaleCheckpoints:  # the snapshot is verified; its work files stay as they are
+                self.say(
+                    "tasks: work/ is of another corpus_assets version: batch files not checked"
+                )
+            else:
+                try:
+                    self._rebuild_batch_files(folder.work, ckpt)
+                finally:
+                    ckpt.close()
         folder.write_job(
             "succeeded", dataset_id=snapshot.dataset_id, dataset_path=str(snapshot.path)
         )

@@ -10,7 +10,8 @@ import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from typing import overload
 
-from corpus_assets.tasks.types import DataSample
+from corpus_assets.tasks.cleaned import sample_of
+from corpus_assets.tasks.types import JSON, DataSample
 
 PAGE = 512  # rows fetched per round trip when streaming the pool
 
@@ -36,16 +37,30 @@ class CandidatePool(Sequence[DataSample]):
             index += self._len
         if not 0 <= index < self._len:
             raise IndexError("candidate index out of range")
-        row = self._db.execute("SELECT payload FROM candidates WHERE seq = ?", (index,)).fetchone()
-        return DataSample.from_json(json.loads(row[0]))
+        row = self._db.execute(
+            "SELECT public, reference FROM candidates WHERE seq = ?", (index,)
+        ).fetchone()
+        return sample_of(*row)
 
     def __iter__(self) -> Iterator[DataSample]:
         cursor = self._db.execute(
-            "SELECT payload FROM candidates WHERE seq < ? ORDER BY seq", (self._len,)
+            "SELECT public, reference FROM candidates WHERE seq < ? ORDER BY seq", (self._len,)
         )
         while rows := cursor.fetchmany(PAGE):
-            for (payload,) in rows:
-                yield DataSample.from_json(json.loads(payload))
+            for public, reference in rows:
+                yield sample_of(public, reference)
+
+    def task_metadata(self) -> Iterator[tuple[str, dict[str, JSON]]]:
+        """(task id, public metadata) of each candidate in pool order, the same as
+        `(s.task_id, dict(s.task.metadata))` of the samples, reading the metadata column alone:
+        a cheap pass for a `select` that chooses by task id and metadata."""
+        cursor = self._db.execute(
+            "SELECT task_id, metadata FROM candidates WHERE seq < ? ORDER BY seq", (self._len,)
+        )
+        loads = json.loads
+        while rows := cursor.fetchmany(PAGE):
+            for task_id, metadata in rows:
+                yield str(task_id), loads(metadata)
 
 
 class BatchTaskIds(Sequence[str]):

@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any
 
 from corpus_assets.core.errors import CorpusError
 from corpus_assets.tasks.cleaned import Cleaned, canonical
@@ -24,27 +25,50 @@ from corpus_assets.tasks.types import GenerationShard
 
 HOOKS = ("generation_shards", "generate_shard")
 REJECTED = b"null\n"
+WRITE_LINES = 256  # lines written and hashed as one block
+READ_BYTES = 1 << 18  # about this much of a shard file is read and parsed at a time
 
 
 def row_line(row: Cleaned | None) -> bytes:
-    """A shard file's line: `null`, or the fields joined by tabs, the task id as JSON text.
+    """A shard file's line: `null`, or the task id as JSON text, the public task's, the
+    reference's and the metadata's texts and the two digests in hex, joined by tabs.
 
-    The payload and the public task are canonical JSON, which escapes every control character,
-    and the digests are hex: no field holds a tab or a newline.
+    The texts are canonical JSON, which escapes every control character, and the digests are
+    hex: no field holds a tab or a newline.
     """
     if row is None:
         return REJECTED
-    return ("\t".join((canonical(row.task_id), *row[1:])) + "\n").encode("utf-8")
+    task_id, public, reference, metadata, content_sha, input_sha = row
+    return (
+        f"{canonical(task_id)}\t{public}\t{reference}\t{metadata}\t{content_sha.hex()}\t"
+        f"{input_sha.hex()}\n"
+    ).encode()
 
 
 def parse_row(line: bytes) -> Cleaned | None:
     """The row `row_line` wrote."""
     if line == REJECTED:
         return None
-    task_id, *fields = line.decode("utf-8").removesuffix("\n").split("\t")
-    if task_id[:1] == '"' and "\\" not in task_id:  # a string without escapes: no decoding
-        return Cleaned(task_id[1:-1], *fields)
-    return Cleaned(json.loads(task_id), *fields)
+    text_id, public, reference, metadata, content_sha, input_sha = line.decode().split("\t")
+    plain = text_id[:1] == '"' and "\\" not in text_id  # a string without escapes: no decoding
+    return Cleaned(
+        text_id[1:-1] if plain else json.loads(text_id),
+        public,
+        reference,
+        metadata,
+        bytes.fromhex(content_sha),
+        bytes.fromhex(input_sha[:-1]),
+    )
+
+
+def _write_lines(fh: IO[bytes], sha: Any, lines: list[bytes]) -> int:
+    """Write and hash the lines as one block, empty the list; how many there were."""
+    block = b"".join(lines)
+    fh.write(block)
+    sha.update(block)
+    count = len(lines)
+    lines.clear()
+    return count
 
 
 class ShardPlanError(CorpusError):
@@ -100,11 +124,12 @@ class ShardFile:
         sha, count = hashlib.sha256(), 0
         try:
             with private_writer(self.rows_path) as fh:
+                lines: list[bytes] = []
                 for row in _passing_errors(rows):
-                    line = row_line(row)
-                    fh.write(line)
-                    sha.update(line)
-                    count += 1
+                    lines.append(row_line(row))
+                    if len(lines) == WRITE_LINES:
+                        count += _write_lines(fh, sha, lines)
+                count += _write_lines(fh, sha, lines)
         except _RowsFailed as failed:
             raise failed.error from None
         write_private_json(
@@ -131,11 +156,14 @@ class ShardFile:
         return rows
 
     def read(self, skip: int = 0) -> Iterator[Cleaned | None]:
-        """The rows after the first `skip`, read a line at a time."""
+        """The rows after the first `skip`, read about READ_BYTES at a time."""
         with self.rows_path.open("rb") as fh:
-            for number, line in enumerate(fh):
-                if number >= skip:
-                    yield parse_row(line)
+            while lines := fh.readlines(READ_BYTES):
+                if skip >= len(lines):
+                    skip -= len(lines)
+                    continue
+                yield from map(parse_row, lines[skip:])
+                skip = 0
 
     def remove(self) -> None:
         self.rows_path.unlink(missing_ok=True)

@@ -9,11 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 from job_support import IMPORT_PATH, job_state, run_job
+
+from corpus_assets.tasks.checkpoints import SCHEMA_VERSION
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -139,3 +142,47 @@ def test_a_failed_jobs_resume_rebuilds_the_batch_files_of_every_batch(tmp_path: 
     resumed = run_job(config, output, ENV, resume=True)
     assert resumed.returncode == 0, resumed.stderr
     assert batch_files(output) == originals
+
+
+# -- a checkpoint database of another version ----------------------------------------------
+
+
+def unstamp(output: Path) -> Path:
+    """Make the job's database read as one of schema version 1 (written before the stamp)."""
+    database = output / "work" / "checkpoints.sqlite3"
+    db = sqlite3.connect(database)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    db.execute("PRAGMA user_version=0")
+    db.close()
+    return database
+
+
+def test_a_resume_of_checkpoints_of_another_version_is_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
+    fail = {"kind": "ValueError", "times": 1, "counter": str(tmp_path / "raised.txt"), "on": "20"}
+    config, output = three_batches(tmp_path, fail=fail), tmp_path / "out"
+    assert run_job(config, output, ENV).returncode == 1
+    database = unstamp(output)
+    before = sha256(database)
+    resumed = run_job(config, output, ENV, resume=True)
+    assert resumed.returncode == 65, resumed.stderr
+    errors = [line for line in resumed.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1, resumed.stderr
+    assert (
+        f"schema version 1, this version of corpus_assets reads version {SCHEMA_VERSION}"
+        in (errors[0])
+    )
+    assert sha256(database) == before  # nothing written into it
+    assert not (output / "dataset").exists()
+
+
+def test_a_finished_job_of_another_version_still_resumes_to_its_snapshot(tmp_path: Path) -> None:
+    config, output = three_batches(tmp_path), tmp_path / "out"
+    first = run_job(config, output, ENV)
+    assert first.returncode == 0, first.stderr
+    unstamp(output)
+    resumed = run_job(config, output, ENV, resume=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "of another corpus_assets version: batch files not checked" in resumed.stderr
+    assert job_state(output)["state"] == "succeeded"
