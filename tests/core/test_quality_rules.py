@@ -541,3 +541,52 @@ def test_alpha_token_ratio_equals_datatroves(pieces: list[str], gaps: list[str])
     words = pytest.importorskip("datatrove.utils.text").split_into_words(text)
     expected = sum(any(c.isalpha() for c in w) for w in words) / len(words) if words else 1.0
     assert q.alpha_token_ratio(q.Split(text)) == pytest.approx(expected)
+
+
+SENTENCES = [f"{s}." for s in PROSE.removesuffix(".").split(". ")]
+DOCUMENT = st.one_of(
+    st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=14).map("\n".join),
+    # sentences of one paragraph, some repeated: the repetition rules near their thresholds
+    st.lists(st.sampled_from(SENTENCES), min_size=3, max_size=12).map(" ".join),
+    st.lists(st.sampled_from(SENTENCES), min_size=3, max_size=12).map("\n".join),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(DOCUMENT, max_size=12),
+    st.sampled_from(["gopher", "c4", "fineweb", ("gopher", "c4", "fineweb")]),
+    st.sampled_from([1, 200, 1 << 17]),
+)
+def test_many_texts_at_once_give_what_each_one_alone_gives(
+    texts: list[str], preset: Any, batch_chars: int
+) -> None:
+    """`QualityFilter.many` (n-grams counted per batch, batches cut anywhere) against a call per
+    text: the same texts, reasons and removed-line counts."""
+    spec = FilterSpec(preset=list(preset) if isinstance(preset, tuple) else preset)
+    alone = f.QualityFilter(spec)
+    expected = [alone(text) for text in texts]
+    together = f.QualityFilter(spec)
+    saved = f.BATCH_CHARS
+    f.BATCH_CHARS = batch_chars
+    try:
+        assert together.many(texts) == expected
+    finally:
+        f.BATCH_CHARS = saved
+    assert together.lines_removed == alone.lines_removed
+
+
+@settings(max_examples=300, deadline=None)
+@given(LINES, st.sampled_from(["\n", "\r\n", "\n\n"]))
+def test_the_token_count_after_c4s_cut_is_the_cut_texts(lines: list[str], newline: str) -> None:
+    """FineWeb's list ratio after C4's pass counts the cut text's tokens from the lines C4
+    removed or edited; it is the count of the cut text's own tokens."""
+    text = newline.join(lines)
+    rules = f._c4_rules(FilterSpec(preset="c4"))
+    changed: list[tuple[str, str]] = []
+    split = q.Split(text)
+    assert split.cut_token_count(changed) is None  # nothing counted yet: nothing to start from
+    assert split.token_count == len(q.Split(text).tokens)
+    cut, reason = q.c4_pass(text, rules, Counter(), changed)
+    if reason is None:
+        assert split.cut_token_count(changed) == len(q.Split(cut).tokens)
