@@ -1,11 +1,12 @@
 """English tokens as spaCy's `blank("en")` makes them (datatrove's words for Gopher's alphabetic
-rule): hand-written chunks, counts through the cache, and spaCy itself where it is installed."""
+rule): hand-written chunks, counts through the cache, and spaCy itself."""
 
 from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.english import english
 
 from corpus_assets.core.text import en_words
 
@@ -99,15 +100,5 @@ PIECES = [
 def test_tokens_equal_spacys(pieces: list[str]) -> None:
     """Chunk by chunk (spaCy also merges special cases across whitespace: in "' ''" the second
     chunk's "''" stays two tokens; not copied here)."""
-    nlp = _blank(pytest.importorskip("spacy"))
     chunk = "".join(pieces)
-    assert en_words.tokens(chunk) == [t.text for t in nlp(chunk)]
-
-
-_NLP: list[object] = []
-
-
-def _blank(spacy: object) -> object:
-    if not _NLP:
-        _NLP.append(spacy.blank("en"))  # type: ignore[attr-defined]
-    return _NLP[0]
+    assert en_words.tokens(chunk) == [t.text for t in english()(chunk)]

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.english import english
 
 from corpus_assets.core.config import FILTER_PRESETS, FilterSpec, validate
 from corpus_assets.core.errors import ConfigError
@@ -535,10 +536,10 @@ def test_the_token_rule_counts_punctuation_the_word_rule_does_not() -> None:
     st.lists(st.sampled_from([" ", "", "\n", "  "]), min_size=40, max_size=40),
 )
 def test_alpha_token_ratio_equals_datatroves(pieces: list[str], gaps: list[str]) -> None:
-    """datatrove's GopherQualityFilter: tokens holding a letter over all its English words."""
+    """datatrove's GopherQualityFilter: tokens holding a letter over all its English words,
+    which are `split_into_words`'s: spaCy's `blank("en")` tokens, stripped, the empty dropped."""
     text = "".join(p + g for p, g in zip(pieces, gaps, strict=False))
-    pytest.importorskip("spacy")
-    words = pytest.importorskip("datatrove.utils.text").split_into_words(text)
+    words = [w.strip() for w in (t.text for t in english()(text)) if w.strip()]
     expected = sum(any(c.isalpha() for c in w) for w in words) / len(words) if words else 1.0
     assert q.alpha_token_ratio(q.Split(text)) == pytest.approx(expected)
 
