@@ -20,7 +20,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from pathlib import Path
 from typing import Any
 
@@ -213,10 +213,8 @@ class DataJob:
                     "tasks: work/ is of another corpus_assets version: batch files not checked"
                 )
             else:
-                try:
+                with closing(ckpt):
                     self._rebuild_batch_files(folder.work, ckpt)
-                finally:
-                    ckpt.close()
         folder.write_job(
             "succeeded", dataset_id=snapshot.dataset_id, dataset_path=str(snapshot.path)
         )

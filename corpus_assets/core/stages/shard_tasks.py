@@ -219,7 +219,8 @@ def run_task(
     raws = table.column("text").to_pylist()
     table = table.drop_columns("text")  # the texts are Python strings now: Arrow's copy goes
     release_freed_pages()
-    live: list[int] = []
+    live: list[int] = []  # rows not excluded by id, and their texts
+    candidates: list[str] = []
     for row, raw in enumerate(raws):
         if row in listed:
             screening.drop(EXCLUDED, listed[row], doc(row), by="id")
@@ -229,8 +230,8 @@ def run_task(
             text, lines = strip(text)
             stripped.update({"lines": lines, "documents": 1} if lines else {})
         live.append(row)
-        texts.append(text)
-    cleaned, texts = quality.many(texts), []  # many texts at once: their n-grams counted together
+        candidates.append(text)
+    cleaned = quality.many(candidates)  # many texts at once: their n-grams counted together
     for row, (text, reason) in zip(live, cleaned, strict=True):
         if reason is None and langid is not None:  # after the cheap rules: it costs more
             language, score, reason = langid(text)
