@@ -29,6 +29,20 @@ per process); "process" is the largest single process's peak RSS (`ru_maxrss` fr
 on the job process, which covers the descendants it waited for). The ratios are large / small:
 the candidate pool lives in SQLite on disk, so they should stay near 1.
 
+CPU, per run: "cpu s" is the user + system seconds of the `corpus tasks` process and the
+descendants it waited for (`os.wait4`), so spawned workers count; "cpu/wall" is how many cores
+the run kept busy on average; "bare/cpu" is the bare loop's seconds for the same candidates over
+the run's CPU seconds: the "x bare" the run could reach if that CPU were spread over one core
+with no idle moment (two cores: twice it). A thread run near cpu/wall 1.0 runs one thread at a
+time (the interpreter lock): its "x bare" cannot pass its "bare/cpu".
+
+The executor's two halves alone, in this process on the `--large` candidates, after the jobs
+(the summary's "parts"): "worker" generates, cleans, encodes and writes the batch's shard files
+in one thread (`shard_chunk`, the configs' `shard_size`), nothing else running; "coordinator"
+reads those files back and admits every row into a new checkpoint database in `batch_size`
+chunks, committing as the executor does (`commit_chunk`, a durable commit at least every
+`GROUP_COMMIT_S`). Each is the best of two, in seconds, beside the bare loop's seconds.
+
 Each run's generated / retained / duplicates come from `DIR/dataset/report.json`.
 
 Calibrated mode (the summary's "calibrated" key; `--part calibrated` runs only it, `--part
@@ -124,6 +138,60 @@ def bare_loop(candidates: int) -> dict[str, Any]:
     return {"wall_s": round(wall, 3), "generated": generated, "retained": len(seen)}
 
 
+def executor_parts(candidates: int, work: Path) -> dict[str, Any]:
+    """The worker's and the coordinator's work on `candidates`, each alone (best of two)."""
+    from corpus_assets.tasks.checkpoints import Checkpoints
+    from corpus_assets.tasks.config import ExecutionSpec
+    from corpus_assets.tasks.generation import GROUP_COMMIT_S
+    from corpus_assets.tasks.shards import ShardFile
+    from corpus_assets.tasks.types import GenerateContext, GenerationShard
+    from corpus_assets.tasks.workers import RecipeSpec, ShardOrder, _init_worker, shard_chunk
+
+    params = {"candidate_count": candidates, "maximum_per_recipe": candidates}
+    _init_worker(RecipeSpec("corpus_assets.recipes.arithmetic:create_recipe", params), None)
+    execution = ExecutionSpec(batch_size=256)
+    context = GenerateContext(seed=0, batch_index=0, target_count=64, purpose="harness")
+    folder = work / "parts"
+    folder.mkdir(exist_ok=True)
+    files = [
+        ShardFile(
+            folder, 0, index, GenerationShard(start, min(start + execution.shard_size, candidates))
+        )
+        for index, start in enumerate(range(0, candidates, execution.shard_size))
+    ]
+
+    def worker() -> float:
+        start = time.perf_counter()
+        for file in files:
+            shard_chunk(ShardOrder(context, file))
+        return time.perf_counter() - start
+
+    def coordinator() -> tuple[float, int]:
+        path = folder / f"pool-{time.monotonic_ns()}.sqlite"
+        start = time.perf_counter()
+        ckpt = Checkpoints(path)
+        consumed = 0
+        for file in files:
+            rows = list(file.read())
+            for first in range(0, len(rows), execution.batch_size):
+                chunk = rows[first : first + execution.batch_size]
+                consumed += len(chunk)
+                due = time.monotonic() - ckpt.flushed_at >= GROUP_COMMIT_S
+                ckpt.commit_chunk(0, consumed, chunk, durable=due)
+        ckpt.flush()
+        retained = int(ckpt.db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0])
+        ckpt.close()
+        return time.perf_counter() - start, retained
+
+    worker_s = min(worker() for _ in range(2))
+    coordinated = [coordinator() for _ in range(2)]
+    return {
+        "worker_s": round(worker_s, 3),
+        "coordinator_s": round(min(s for s, _ in coordinated), 3),
+        "retained": coordinated[0][1],
+    }
+
+
 def parents() -> dict[int, int]:
     """Every live process's parent pid, from /proc/PID/stat."""
     out: dict[int, int] = {}
@@ -184,6 +252,7 @@ def measure(cmd: list[str], work: Path, name: str, poll: float) -> dict[str, Any
         "wall_s": wall,
         "tree_rss_mb": round(peak_kb / 1024, 1),
         "process_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
         "processes": most,
         "stdout": out_path.read_text(encoding="utf-8"),
         "lines": lines,
@@ -227,6 +296,7 @@ def run_job(work: Path, candidates: int, backend: str, workers: int, poll: float
         "workers": workers,
         "candidates": candidates,
         "wall_s": round(m["wall_s"], 3),
+        "cpu_s": m["cpu_s"],
         "generated": totals["generated"],
         "retained": totals["retained"],
         "duplicates": totals["duplicates"],
@@ -251,7 +321,8 @@ def summarize(
     runs: list[dict[str, Any]], sizes: dict[str, int], bare: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """Per backend/workers: throughput (wall and marginal), the wall throughput over the bare
-    loop's, and the large / small RSS ratios."""
+    loop's, the CPU of the large run against its wall time and the bare loop's, and the large /
+    small RSS ratios."""
     by = {(r["backend"], r["workers"], r["candidates"]): r for r in runs}
     bare_rate = sum(b["generated"] / b["wall_s"] for b in bare) / len(bare)
     configs: dict[str, dict[str, Any]] = {}
@@ -264,6 +335,9 @@ def summarize(
             "candidates_per_s_marginal": round(
                 extra / max(large["wall_s"] - base["wall_s"], 1e-9), 1
             ),
+            "cpu_s": large["cpu_s"],
+            "cpu_over_wall": round(large["cpu_s"] / large["wall_s"], 3),
+            "bare_over_cpu": round(large["generated"] / bare_rate / large["cpu_s"], 3),
             "tree_rss_ratio": round(large["tree_rss_mb"] / small["tree_rss_mb"], 3),
             "process_rss_ratio": round(large["process_rss_mb"] / small["process_rss_mb"], 3),
         }
@@ -309,20 +383,25 @@ def print_table(summary: dict[str, Any]) -> None:
         f"{bare['runs'][0]['retained']} retained)"
     )
     print(
-        f"\n{'':12}{'cand/s wall':>12}{'x bare':>8}{'marginal':>10}"
-        f"{f'tree RSS {large}/{small}':>24}{'process':>9}"
+        f"\n{'':12}{'cand/s wall':>12}{'x bare':>8}{'marginal':>10}{'cpu s':>8}{'cpu/wall':>10}"
+        f"{'bare/cpu':>10}{f'tree RSS {large}/{small}':>24}{'process':>9}"
     )
     for name, c in summary["configs"].items():
         print(
             f"{name:12}{c['candidates_per_s_wall']:>12.0f}{c['over_bare']:>8.2f}"
-            f"{c['candidates_per_s_marginal']:>10.0f}"
-            f"{c['tree_rss_ratio']:>24.3f}{c['process_rss_ratio']:>9.3f}"
+            f"{c['candidates_per_s_marginal']:>10.0f}{c['cpu_s']:>8.2f}{c['cpu_over_wall']:>10.2f}"
+            f"{c['bare_over_cpu']:>10.2f}{c['tree_rss_ratio']:>24.3f}{c['process_rss_ratio']:>9.3f}"
         )
     print(
         f"\nprocess 2 workers / 1 worker: {summary['process_2_over_1_wall']:.2f} (wall), "
         f"{summary['process_2_over_1_marginal']:.2f} (marginal); same dataset_id for every "
         f"backend and worker count at each size: {summary['same_dataset_id']}; load average "
         + " ".join(f"{x:.2f}" for x in summary["load_average"])
+    )
+    parts, walls = summary["parts"], [b["wall_s"] for b in bare["runs"]]
+    print(
+        f"alone, N={large}: worker {parts['worker_s']:.2f}s, coordinator "
+        f"{parts['coordinator_s']:.2f}s, bare loop {min(walls):.2f}-{max(walls):.2f}s"
     )
 
 
@@ -771,6 +850,7 @@ def main() -> None:
             bare.append(bare_loop(args.large))
             print(f"bare N={args.large}: {bare[-1]['wall_s']:.2f}s", file=sys.stderr)
             summary = summarize(runs, sizes, bare)
+            summary["parts"] = executor_parts(args.large, work)
             print_table(summary)
         if args.part in ("both", "calibrated"):
             probes, standins, cal_runs = [], [], []

@@ -17,11 +17,14 @@ CONFIG_KEYS = {
     "candidates_per_s_wall",
     "over_bare",
     "candidates_per_s_marginal",
+    "cpu_s",
+    "cpu_over_wall",
+    "bare_over_cpu",
     "tree_rss_ratio",
     "process_rss_ratio",
 }
 RUN_KEYS = {"backend", "workers", "candidates", "wall_s", "generated", "retained", "duplicates"}
-RUN_KEYS |= {"rejected", "dataset_id", "tree_rss_mb", "process_rss_mb", "processes"}
+RUN_KEYS |= {"rejected", "dataset_id", "tree_rss_mb", "process_rss_mb", "processes", "cpu_s"}
 CALIBRATED_KEYS = {"sizes", "target_count", "configs", "process_2_over_1", "probes", "standins"}
 CALIBRATED_KEYS |= {"dataset_ids", "same_dataset_id", "load_average", "runs"}
 CALIBRATED_CONFIG_KEYS = {"wall_s_small", "wall_s_large", "tree_rss_ratio", "process_rss_ratio"}
@@ -58,10 +61,16 @@ def test_quick_run_summary(tmp_path: Path) -> None:
         # the bare loop keeps what the jobs keep: the same recipe, the same deduplication
         assert {loop["retained"]} == {r["retained"] for r in runs if r["candidates"] == 3000}
     assert len(runs) == 9 and all(set(r) == RUN_KEYS for r in runs)
+    parts = summary["parts"]
+    assert set(parts) == {"worker_s", "coordinator_s", "retained"}
+    assert parts["worker_s"] > 0 and parts["coordinator_s"] > 0
+    # the coordinator alone admits the worker's shard files as the jobs do
+    assert {parts["retained"]} == {r["retained"] for r in runs if r["candidates"] == 3000}
     for run in runs:
         assert run["generated"] == run["candidates"]
         assert run["retained"] + run["duplicates"] + run["rejected"] == run["generated"]
         assert run["tree_rss_mb"] > 0 and run["process_rss_mb"] > 0
+        assert run["cpu_s"] > 0
     by_size = {
         size: {r["dataset_id"] for r in runs if r["candidates"] == size}
         for size in (256, 1000, 3000)
