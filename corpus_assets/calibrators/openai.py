@@ -12,7 +12,8 @@ All repeats of a task are one request with `n = repeats`; a server that answers 
 seed + r). At most `max_concurrency` requests are in flight. Faults are retried as
 `retrying.py` says; an answer that ended for the model's reason (`length`, `content_filter`) is
 an attempt with that `failure_reason` (`chat.py`). The API key is read from the environment
-variable named by `api_key_env` when a request is made, and written nowhere. With `record_dir`,
+variable named by `api_key_env` when a request is made, and written nowhere; a `base_url` with a
+user, password or query string in it is refused (exit 64) without showing it. With `record_dir`,
 the answers are also kept as replayable report files (`record.py`). `settings.py` checks the
 params.
 """
@@ -26,6 +27,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import openai
 
@@ -70,6 +72,7 @@ def live_responses(
     config_dir: str = ".",
 ) -> LiveResponses:
     """The factory `calibration.implementation` names; nothing is sent until the first call."""
+    _no_credentials(base_url)
     settings = check_settings(
         base_url=base_url, model=model, harness_ref=harness_ref,
         verifier_digest=verifier_digest, api_key_env=api_key_env, temperature=temperature,
@@ -78,6 +81,19 @@ def live_responses(
         request_retries=request_retries, record_dir=record_dir, config_dir=config_dir,
     )  # fmt: skip
     return LiveResponses(settings)
+
+
+def _no_credentials(base_url: object) -> None:
+    """A ConfigError for a base URL that carries a credential (which it does not repeat)."""
+    if not isinstance(base_url, str):
+        return  # check_settings names the problem
+    parts = urlsplit(base_url)
+    if "@" in parts.netloc or parts.query:
+        raise ConfigError(
+            "live_responses: base_url has a user, password or query string in it; a key comes "
+            "from the environment variable api_key_env names (e.g. OPENAI_API_KEY), never "
+            "from the config"
+        )
 
 
 class LiveResponses:

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from corpus_assets.core.store.secrets import mask_data, mask_text
+
 PIPES_CONTEXT_ENV = "DAGSTER_PIPES_CONTEXT"
 Metadata = dict[str, dict[str, Any]]
 
@@ -29,7 +31,7 @@ class Reporter:
 
         def both(line: str) -> None:
             emit(line)
-            self._pipes.log.info(line)
+            self._pipes.log.info(mask_text(line))
 
         return both
 
@@ -42,8 +44,10 @@ class Reporter:
         self.report(metadata, version)
 
     def report(self, metadata: Metadata, data_version: str | None) -> None:
-        """One asset materialization with this metadata and data version."""
-        self._pipes.report_asset_materialization(metadata=metadata, data_version=data_version)
+        """One asset materialization with this metadata (URL secrets masked) and data version."""
+        self._pipes.report_asset_materialization(
+            metadata=mask_data(metadata), data_version=data_version
+        )
 
 
 @contextmanager

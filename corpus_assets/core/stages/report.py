@@ -40,6 +40,7 @@ from corpus_assets.core.stages.tokenize_verify import verify_tokens
 from corpus_assets.core.store.atomic import MANIFEST, dump_json, write_bytes
 from corpus_assets.core.store.layout import tokenizer_slug
 from corpus_assets.core.store.records import load_object
+from corpus_assets.core.store.secrets import mask_data
 
 REPORT = "REPORT.md"
 REPORT_JSON = "report.json"
@@ -139,7 +140,7 @@ def collect(build: Build) -> dict[str, Any]:
         "dataset": doc["config"]["dataset"],
         "version": doc["config"]["version"],
         "config_sha256": doc["config_sha256"],
-        "config": doc["config"],
+        "config": mask_data(doc["config"]),  # URL secrets masked, whoever wrote the manifest
         "shards_manifest_sha256": hashlib.sha256(raw).hexdigest(),
         "counts": {
             "documents_in": doc["documents_in"],

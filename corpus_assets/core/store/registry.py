@@ -1,7 +1,10 @@
 """The config registry: canonical configs under `<root>/configs/`, found again by partition key.
 
 `<hash12>.json` holds the canonical form (so it hashes to itself); `<hash12>.origin.json` records
-the folder the original file was in, so relative source paths still resolve there.
+the original file and its folder, so relative source paths still resolve there. A config with
+secrets in its source URLs (query values, a password) is kept with them masked
+(`core/store/secrets.py`): it no longer hashes to itself, and loading it reads the original file
+again, which must still be the same config (a ConfigError else).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from corpus_assets.core.config import ORIGIN_SUFFIX, LoadedConfig, load_config
 from corpus_assets.core.errors import ConfigError
 from corpus_assets.core.store.atomic import write_bytes, write_json
 from corpus_assets.core.store.layout import Layout
+from corpus_assets.core.store.secrets import has_masks
 
 PARTITION_KEY = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}-[a-z0-9][a-z0-9._-]{0,63}-[0-9a-f]{12}$")
 
@@ -37,13 +41,13 @@ def register(config_file: Path, layout: Layout) -> Registered:
     cfg = load_config(config_file)
     target = layout.config_file(cfg)
     new = not target.exists()
-    if not new and target.read_bytes() != cfg.canonical:
+    if not new and target.read_bytes() != cfg.masked:
         raise ConfigError(
             f"{target} holds a different config with the same hash prefix {cfg.hash12}; "
             "remove it or use another data root"
         )
     if new:
-        write_bytes(target, cfg.canonical)
+        write_bytes(target, cfg.masked)
     origin = {"base_dir": str(cfg.base_dir), "file": str(Path(config_file).resolve())}
     if _read_origin(origin_path(target)) != origin:
         write_json(origin_path(target), origin)
@@ -85,8 +89,19 @@ def partition_keys(layout: Layout) -> list[str]:
     for path in sorted(layout.configs.glob("*.json")):
         if path.name.endswith(ORIGIN_SUFFIX):
             continue
-        keys.append(load_config(path).partition_key)
+        keys.append(_key_of(path))
     return sorted(keys)
+
+
+def _key_of(path: Path) -> str:
+    """The partition key of a registered file; one with masked secrets is not read again."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raw = None
+    if isinstance(raw, dict) and has_masks(raw):
+        return f"{raw.get('dataset')}-{raw.get('version')}-{path.stem}"
+    return load_config(path).partition_key
 
 
 def _read_origin(path: Path) -> object:
