@@ -5,6 +5,7 @@ missing or foreign object is found."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +114,55 @@ def test_a_task_snapshot_is_published_and_verified(bucket: Any, tmp_path: Path) 
     client.delete_object(Bucket="pub", Key="tasks/arith/train.jsonl")
     gone = run_corpus("verify", "s3://pub/tasks/arith", env=env)
     assert gone.returncode == 65 and "tasks/arith/train.jsonl: missing" in gone.stderr
+
+
+def outside_build(built: Path, box: Path, form: str) -> tuple[Path, str]:
+    """A verified copy of the shards build whose manifest names its first shard outside the
+    folder (`form`: "parent", "nested" or "absolute"); the copy and that name."""
+    copy = box / "src" / "copy"
+    shutil.copytree(manifest(built, "shards").parent, copy)
+    (copy / "sub").mkdir()
+    doc = json.loads((copy / "_MANIFEST.json").read_text())
+    shard = doc["shards"][0]["name"]
+    moved = (copy / shard).rename(box / "src" / shard)
+    name = {"parent": f"../{shard}", "nested": f"sub/../../{shard}", "absolute": str(moved)}[form]
+    doc["shards"][0]["name"] = name
+    (copy / "_MANIFEST.json").write_text(json.dumps(doc, indent=1))
+    assert run_corpus("verify", copy).returncode == 0  # on disk, the file is where it says
+    return copy, name
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("form", ["parent", "nested", "absolute"])
+def test_a_manifest_naming_a_file_outside_its_folder_is_refused_before_anything_is_written(
+    built: Path, bucket: Any, tmp_path: Path, form: str
+) -> None:
+    env, client = bucket
+    copy, name = outside_build(built, tmp_path / "box", form)
+    (tmp_path / "box" / "pub" / "dest").mkdir(parents=True)
+    before = tree(tmp_path / "box")
+    for url in ("s3://pub/conf/build", str(tmp_path / "box" / "pub" / "dest")):
+        done = run_corpus("publish", copy, url, env=env)
+        assert done.returncode == 65, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"file name {name!r} is not inside the build folder" in lines[0]
+    assert keys(client, "") == []  # nothing uploaded, in the prefix or beside it
+    assert tree(tmp_path / "box") == before  # nothing written, in the folder or beside it
+
+
+def test_verify_refuses_a_published_manifest_naming_a_file_outside_its_prefix(
+    built: Path, bucket: Any
+) -> None:
+    env, client = bucket
+    run_corpus("publish", manifest(built, "shards"), "s3://pub/v/build", env=env, check=True)
+    doc = json.loads(client.get_object(Bucket="pub", Key="v/build/_MANIFEST.json")["Body"].read())
+    shard = doc["shards"][0]["name"]
+    client.copy_object(Bucket="pub", Key=f"v/{shard}", CopySource=f"pub/v/build/{shard}")
+    doc["shards"][0]["name"] = f"../{shard}"
+    client.put_object(Bucket="pub", Key="v/build/_MANIFEST.json", Body=json.dumps(doc).encode())
+    done = run_corpus("verify", "s3://pub/v/build", env=env)
+    assert done.returncode == 65, done.stderr
+    assert f"file name '../{shard}' is not inside the build folder" in done.stderr
