@@ -22,7 +22,6 @@ installs its interrupt handlers on the main thread). An interrupted build then r
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import signal
 import threading
@@ -35,6 +34,7 @@ from typing import Any
 
 import dagster as dg
 
+from corpus_assets.core.store.locks import file_lock
 from corpus_assets.instance.failures import forget_unrun_checks
 from corpus_assets.jobs import CLEANUP_JOB
 from corpus_assets.sensors.cleanup import (
@@ -175,14 +175,12 @@ def _claimed(instance: dg.DagsterInstance, hold: bool) -> Iterator[Path]:
     folder = Path(instance.root_directory) / "claims"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"build-{os.getpid()}-{uuid.uuid4().hex[:12]}.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        if hold:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        yield path
-    finally:
-        path.unlink(missing_ok=True)
-        os.close(fd)
+    claim = file_lock(path, "this build's cleanup claim") if hold else contextlib.nullcontext()
+    with claim:
+        try:
+            yield path
+        finally:
+            path.unlink(missing_ok=True)  # while still held: the sensors never see it released
 
 
 class _Signals:

@@ -23,7 +23,7 @@ from dagster._core.events import JobFailureData, RunFailureReason
 from dagster._core.storage.runs import InMemoryRunStorage, SqliteRunStorage
 
 from corpus_assets.core.errors import TransientError
-from corpus_assets.core.store.locks import hold
+from corpus_assets.core.store.locks import file_lock
 from corpus_assets.instance import processes
 
 HOST_TAG, PID_TAG, PID_START_TAG = "corpus/host", "corpus/pid", "corpus/pid_start"
@@ -38,6 +38,8 @@ UNFINISHED = [
     dg.DagsterRunStatus.CANCELING,
 ]
 LOCK_TIMEOUT_S = 10.0
+"""How long a dead-run check waits for another one on the same instance before it skips (the
+other is checking the same runs right now)."""
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,7 @@ def _lock(instance: dg.DagsterInstance) -> AbstractContextManager[None]:
     if not instance.root_directory:
         return contextlib.nullcontext()
     path = Path(instance.root_directory) / ".dead_runs.lock"
-    return hold(path, "the dead-run check", timeout=LOCK_TIMEOUT_S)
+    return file_lock(path, "the dead-run check", wait=LOCK_TIMEOUT_S)
 
 
 def _int(text: str | None) -> int | None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from corpus_assets.core.signals import sigint_blocked
 from corpus_assets.core.store.atomic import private_dir, tighten, tighten_tree, write_bytes
 from corpus_assets.core.store.layout import Layout
-from corpus_assets.core.store.locks import hold
+from corpus_assets.core.store.locks import file_lock
 
 if TYPE_CHECKING:
     import dagster as dg
@@ -56,6 +56,9 @@ telemetry:
 """
 
 DAGSTER_YAML = DAGSTER_YAML_HEAD + SQLITE_STORAGE + DAGSTER_YAML_REST
+OPEN_WAIT_S = 120.0
+"""How long `corpus build` (a person at a terminal) waits for another process opening the
+instance; past it, a transient error naming the holder."""
 
 
 def dagster_home(root: Path) -> Path:
@@ -117,7 +120,7 @@ def open_home(home: Path) -> dg.DagsterInstance:
     os.environ["DAGSTER_HOME"] = str(home)
     # The first open creates the tables; two `corpus build`s starting together on a new root
     # would both try ("table runs already exists"), so opening is serialized.
-    with hold(home / ".open.lock", f"the Dagster instance in {home}", timeout=120):
+    with file_lock(home / ".open.lock", f"the Dagster instance in {home}", wait=OPEN_WAIT_S):
         return dg.DagsterInstance.get()
 
 

@@ -12,8 +12,7 @@ key. While it is alive it holds a lock on the file its run's `corpus/compensated
 the sensors leave such a run to it, so a daemon running beside it never adds a second cleanup.
 """
 
-import fcntl
-import os
+from pathlib import Path
 
 import dagster as dg
 
@@ -21,6 +20,7 @@ from corpus_assets.assets.report import report
 from corpus_assets.assets.shards import shards
 from corpus_assets.assets.task_dataset import task_dataset
 from corpus_assets.assets.tokens import tokens
+from corpus_assets.core.store.locks import held_by
 from corpus_assets.instance.dead_runs import cleanup_blocker
 from corpus_assets.instance.failures import forget_unrun_checks
 from corpus_assets.jobs import CLEANUP_JOB, corpus_cleanup
@@ -144,19 +144,7 @@ def cleanup_runs_of(instance: dg.DagsterInstance, run_id: str) -> list[dg.Dagste
 def compensated_by_its_build(run: dg.DagsterRun) -> bool:
     """True while the `corpus build` that ran `run` lives to clean up after it (holds its lock)."""
     path = run.tags.get(COMPENSATED_BY_TAG)
-    if not path:
-        return False
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:  # gone: that build released it, or runs on another machine
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    return path is not None and held_by(Path(path)) is not None  # gone or free: it is done
 
 
 def sensor_request(

@@ -1,6 +1,6 @@
 """A data job's folder: opening it new or for resume, its process lock, `job.json`, progress.
 
-DIR/.lock            flock'd by the running job (the kernel drops it when the process dies)
+DIR/.lock            locked by the running job, named in it (the kernel drops it when it dies)
 DIR/job.json         state (running, succeeded, failed, cancelled) and the error line
 DIR/config.json      the job config as loaded
 DIR/progress.json    counts, rewritten as chunks commit
@@ -10,15 +10,15 @@ DIR/dataset/         the published snapshot
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import json
 import os
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from corpus_assets.core.errors import ConfigError, TransientError
-from corpus_assets.tasks.files import PRIVATE_FILE, private_dir, write_private_json
+from corpus_assets.core.store.locks import LockBusy, file_lock
+from corpus_assets.tasks.files import private_dir, write_private_json
 
 STATES = ("running", "succeeded", "failed", "cancelled")
 
@@ -32,7 +32,7 @@ class JobFolder:
         self.dataset = path / "dataset"
         self.staging = path / ".dataset.staging"
         self.job_file = path / "job.json"
-        self._lock_fd: int | None = None
+        self._held = ExitStack()  # the folder's lock while the job runs
 
     @classmethod
     def open(cls, path: Path, resume: bool, attached: bool = False) -> JobFolder:
@@ -75,27 +75,20 @@ class JobFolder:
 
     def _lock(self) -> None:
         """Take DIR/.lock without waiting; a second job on the folder fails at once."""
-        lock = self.path / ".lock"
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
+        held = ExitStack()
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-            os.close(fd)
-            if exc.errno in (errno.EAGAIN, errno.EACCES):
-                raise TransientError(
-                    f"job folder {self.path} is in use by another process (pid {holder}); "
-                    "wait for it to end or use another --output"
-                ) from None
-            raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self._lock_fd = fd
+            held.enter_context(file_lock(self.path / ".lock", f"job folder {self.path}", wait=0))
+        except LockBusy as busy:
+            pid = busy.holder.pid if busy.holder else "unknown"
+            raise TransientError(
+                f"job folder {self.path} is in use by another process (pid {pid}); "
+                "wait for it to end or use another --output"
+            ) from None
+        self._held = held
 
     def release(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)  # closing the descriptor drops the flock
-            self._lock_fd = None
+        """Drop DIR/.lock (also when the process dies: the kernel drops it then)."""
+        self._held.close()
 
     def read_job(self) -> dict[str, Any]:
         try:

@@ -154,7 +154,7 @@ def eval_index(
     record = _read_record(folder)
     if record is not None:
         return EvalIndexInfo(spec.name, folder, record)
-    with hold(layout.raw / ".locks" / f"_decontam-{folder.name}.lock", f"eval index {spec.name}"):
+    with hold(layout.eval_index_lock(folder.name), f"the eval index {spec.name!r}", progress.note):
         record = _read_record(folder)
         if record is None:
             progress.note(f"indexing eval set {spec.name!r} ({ngram}-grams)")

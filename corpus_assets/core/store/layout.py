@@ -142,6 +142,15 @@ class Layout:
     def raw_lock(self, source_key: str) -> Path:
         return self.raw / ".locks" / f"{source_key}.lock"
 
+    @property
+    def ledger_lock(self) -> Path:
+        """The lock of the raw ledger, held while a line is added."""
+        return self.raw / ".locks" / "LEDGER.lock"
+
+    def eval_index_lock(self, name: str) -> Path:
+        """The lock of the eval index folder `raw/_decontam/<name>`, held while it is built."""
+        return self.raw / ".locks" / f"_decontam-{name}.lock"
+
     def shards(self, cfg: LoadedConfig) -> Path:
         return self.root / "corpus" / cfg.model.dataset / cfg.model.version / cfg.hash12
 

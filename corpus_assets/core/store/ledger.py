@@ -43,9 +43,8 @@ def record(layout: Layout, entry: dict[str, Any]) -> None:
     The raw cache is owner-only: its folder, its locks and the ledger (0700, 0600).
     """
     private_dir(layout.raw)
-    locks = layout.raw / ".locks"
-    with hold(locks / "LEDGER.lock", "the raw ledger"):
-        tighten_tree(locks)  # one lock file per source, made by the lock library
+    with hold(layout.ledger_lock, "the raw ledger"):
+        tighten_tree(layout.ledger_lock.parent)  # lock files an older build left open to others
         for stale in layout.raw.glob(f".{layout.ledger.name}.tmp-*"):  # from a killed writer
             stale.unlink(missing_ok=True)
         existing = read(layout).get(entry["source_key"])

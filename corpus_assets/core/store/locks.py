@@ -1,5 +1,16 @@
-"""Inter-process file locks: the raw cache is shared by concurrent builds, and each build's
-stages are single-flight (`build_lock`)."""
+"""Inter-process file locks, one primitive (`file_lock`) over `fcntl.flock`.
+
+The raw cache is shared by concurrent builds, each build's stages are single-flight
+(`build_lock`), a data job holds its folder. A flock belongs to the open file description and
+the kernel drops it when the last descriptor of that description closes, so a lock dies with
+its holder and no stale lock is ever left to remove by hand. A forked child would share the
+description (and so keep the lock alive after its parent died): every child closes its copies of
+the descriptors this module holds right after the fork, and the parent keeps the lock.
+
+One waiting policy: a lock whose holder is alive is waited for without deadline (a hung holder
+is stopped by its own heartbeat), with a line every WAIT_NOTE_S naming the holder, which keeps a
+waiting stage's heartbeat going. A deadline (`wait=`) is for callers a person waits on.
+"""
 
 from __future__ import annotations
 
@@ -7,65 +18,77 @@ import fcntl
 import json
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock, Timeout
-
 from corpus_assets.core.errors import TransientError
+from corpus_assets.core.store.atomic import make_dirs
 
-LOCK_TIMEOUT_S = 3600.0
 WAIT_NOTE_S = 5.0
-
-
-@contextmanager
-def hold(
-    path: Path,
-    what: str,
-    timeout: float = LOCK_TIMEOUT_S,
-    waiting: Callable[[str], None] | None = None,
-) -> Iterator[None]:
-    """Hold an exclusive lock on `path`; waiting past `timeout` is a transient error.
-
-    While it waits, `waiting` gets a line every WAIT_NOTE_S (a waiting stage still heartbeats).
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(path))
-    deadline = time.monotonic() + timeout
-    while True:
-        left = deadline - time.monotonic()
-        try:
-            lock.acquire(timeout=max(min(left, WAIT_NOTE_S) if waiting else left, 0))
-            break
-        except Timeout:
-            if time.monotonic() >= deadline:
-                raise TransientError(
-                    f"{what} is locked by another process ({path}); try again"
-                ) from None
-            if waiting is not None:
-                waiting(f"waiting for {what}: locked by another process")
-    try:
-        yield
-    finally:
-        lock.release()
-
-
 POLL_S = 0.2
+LOCK_FILE_MODE = 0o600
+
+_held: set[int] = set()  # descriptors of the lock files this process opened
+_opening = threading.Lock()  # a fork waits while a descriptor is opened but not yet in _held
 
 
 @dataclass(frozen=True)
 class Holder:
-    """Who holds a build lock: written into the lock file by its exclusive holder."""
+    """Who holds a lock exclusively: written into the lock file by the holder."""
 
     host: str
     pid: int
     since: str
 
     def __str__(self) -> str:
+        if not self.host:
+            return "another process"
         return f"pid {self.pid} on {self.host} since {self.since}"
+
+
+UNKNOWN_HOLDER = Holder("", 0, "")
+"""A holder that has not written its record yet, or a shared one."""
+
+
+class LockBusy(TransientError):
+    """A lock still held when its caller's deadline passed; `holder` as far as known."""
+
+    def __init__(self, message: str, holder: Holder | None) -> None:
+        super().__init__(message)
+        self.holder = holder
+
+
+@contextmanager
+def file_lock(
+    path: Path,
+    what: str,
+    *,
+    shared: bool = False,
+    wait: float | None = None,
+    on_wait: Callable[[str], None] | None = None,
+) -> Iterator[None]:
+    """Hold the lock at `path` for the block: exclusive (one holder) or `shared` (readers).
+
+    `wait`: None waits as long as the holder lives; else seconds, then LockBusy (0: try once).
+    `on_wait` gets "waiting for WHAT: held by pid N on HOST since T" every WAIT_NOTE_S.
+    The file (0600) is never deleted, so two processes always lock the same file.
+    """
+    fd = _open(path)
+    try:
+        _acquire(fd, path, what, shared, wait, on_wait)
+        if not shared:
+            _write_holder(fd)
+        try:
+            yield
+        finally:
+            if not shared and fd in _held:
+                os.ftruncate(fd, 0)
+    finally:
+        _close(fd)  # closing the last descriptor drops the flock
 
 
 @contextmanager
@@ -75,40 +98,31 @@ def build_lock(
     waiting: Callable[[str], None] | None = None,
     shared: bool = False,
 ) -> Iterator[None]:
-    """Hold the lock at `path` for the whole block: exclusive (one writer) or `shared` (readers).
+    """The single-flight lock of a build's stage: `file_lock` without deadline."""
+    with file_lock(path, what, shared=shared, on_wait=waiting):
+        yield
 
-    A `flock` on a file that is never deleted: the kernel drops it when the holder dies, so no
-    stale lock is ever left to remove by hand, and a waiter takes over at once. There is no
-    deadline: the holder is alive while it holds the lock (a hung one is stopped by its own
-    heartbeat). While it waits, `waiting` gets a line every WAIT_NOTE_S naming the holder
-    (host and pid), which keeps a waiting stage's heartbeat going.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+
+@contextmanager
+def hold(path: Path, what: str, waiting: Callable[[str], None] | None = None) -> Iterator[None]:
+    """An exclusive `file_lock` without deadline (the raw cache, the ledger, an eval index)."""
+    with file_lock(path, what, on_wait=waiting):
+        yield
+
+
+def held_by(path: Path) -> Holder | None:
+    """Who holds the lock at `path` exclusively right now; None when it is free (or shared)."""
     try:
-        mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
-        noted = 0.0
-        while True:
-            try:
-                fcntl.flock(fd, mode | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                now = time.monotonic()
-                if waiting is not None and now - noted >= WAIT_NOTE_S:
-                    noted = now
-                    holder = read_holder(path)
-                    by = f"held by {holder}" if holder else "held by another process"
-                    waiting(f"waiting for {what}: {by}")
-                time.sleep(POLL_S)
-        if not shared:
-            _write_holder(fd)
-        try:
-            yield
-        finally:
-            if not shared:
-                os.ftruncate(fd, 0)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:  # no such lock file: nobody ever held it here
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return read_holder(path) or UNKNOWN_HOLDER
     finally:
-        os.close(fd)  # closing the descriptor drops the flock
+        os.close(fd)
+    return None
 
 
 def read_holder(path: Path) -> Holder | None:
@@ -120,9 +134,85 @@ def read_holder(path: Path) -> Holder | None:
         return None
 
 
+def _acquire(
+    fd: int,
+    path: Path,
+    what: str,
+    shared: bool,
+    wait: float | None,
+    on_wait: Callable[[str], None] | None,
+) -> None:
+    """Take the flock on `fd`, polling; a note per WAIT_NOTE_S, LockBusy past `wait`."""
+    mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+    deadline = None if wait is None else time.monotonic() + wait
+    noted: float | None = None
+    while True:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            holder = read_holder(path)
+            raise LockBusy(f"{what} is {_held_by(holder)} ({path}); try again", holder)
+        if on_wait is not None and (noted is None or now - noted >= WAIT_NOTE_S):
+            noted = now
+            on_wait(f"waiting for {what}: {_held_by(read_holder(path))}")
+        time.sleep(POLL_S if deadline is None else min(POLL_S, deadline - now))
+
+
+def _held_by(holder: Holder | None) -> str:
+    return f"held by {holder or UNKNOWN_HOLDER}"
+
+
+def _open(path: Path) -> int:
+    """Open (create, 0600) the lock file at `path`; its descriptor is closed in forked children."""
+    make_dirs(path.parent)
+    with _opening:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, LOCK_FILE_MODE)
+        _held.add(fd)
+    return fd
+
+
+def _close(fd: int) -> None:
+    """Close `fd` unless a fork already closed it in this (child) process."""
+    with _opening:
+        if fd not in _held:
+            return
+        _held.discard(fd)
+    os.close(fd)
+
+
 def _write_holder(fd: int) -> None:
     since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     doc = {"host": socket.gethostname(), "pid": os.getpid(), "since": since}
     data = json.dumps(doc).encode("utf-8")
     os.ftruncate(fd, 0)
     os.pwrite(fd, data, 0)
+
+
+def _before_fork() -> None:
+    _opening.acquire()
+
+
+def _after_fork_in_parent() -> None:
+    _opening.release()
+
+
+def _after_fork_in_child() -> None:
+    """Close the inherited lock descriptors: the parent's locks stay the parent's alone.
+
+    Closing a copy never releases the flock (only the last close of the description does)."""
+    for fd in _held:
+        with suppress(OSError):
+            os.close(fd)
+    _held.clear()
+    _opening.release()
+
+
+os.register_at_fork(
+    before=_before_fork,
+    after_in_parent=_after_fork_in_parent,
+    after_in_child=_after_fork_in_child,
+)
