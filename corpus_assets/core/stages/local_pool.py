@@ -11,11 +11,18 @@ so a task killed mid-write leaves nothing under a final name and its rerun overw
 
 Workers ignore SIGINT: a Ctrl-C (or a stage runner's stop) reaches the whole process group, and
 the stage process, not each worker, answers it: it stops its workers and exits with one line.
+
+A worker started with `die_with_parent` ends when the stage process dies, also of a SIGKILL that
+reaches the stage alone (the OOM killer's): it never lives on beside the stage's retry.
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
 import signal
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -30,6 +37,8 @@ from corpus_assets.core.signals import ignore_sigint, sigint_blocked
 from corpus_assets.core.stages.ray_tasks import RETRIES
 
 DEATH_WAIT_S = 2.0  # for a broken pool to stop its other workers
+ORPHAN_POLL_S = 0.5  # how often a worker checks that its parent lives (where prctl is missing)
+PR_SET_PDEATHSIG = 1
 T = TypeVar("T")
 R = TypeVar("R")
 P = ParamSpec("P")
@@ -78,6 +87,25 @@ def _start_worker(initializer: Callable[..., object] | None, initargs: tuple[Any
     ignore_sigint()
     if initializer is not None:
         initializer(*initargs)
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """In a pool worker: be SIGKILLed the instant process `parent_pid` (the stage) dies.
+
+    Linux sends the signal when the thread that started the worker ends, which for a pool is the
+    stage's thread that submits; a watch thread is the backstop elsewhere, and for a parent that
+    died before the prctl.
+    """
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True).start()
+
+
+def _exit_when_orphaned(parent_pid: int) -> None:
+    """End this worker once its parent is no longer `parent_pid`."""
+    while os.getppid() == parent_pid:
+        time.sleep(ORPHAN_POLL_S)
+    os._exit(1)
 
 
 def _terminate(pool: ProcessPoolExecutor) -> None:

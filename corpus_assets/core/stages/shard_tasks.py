@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -25,7 +26,7 @@ import pyarrow.parquet as pq
 
 from corpus_assets.core.config import LoadedConfig
 from corpus_assets.core.errors import CorpusError
-from corpus_assets.core.stages.local_pool import open_pool, run_with_rebuilds
+from corpus_assets.core.stages.local_pool import die_with_parent, open_pool, run_with_rebuilds
 from corpus_assets.core.stages.ray_tasks import RaySession
 from corpus_assets.core.stages.screen import (
     EXCLUDED,
@@ -174,7 +175,7 @@ def _execute(
     ctx = multiprocessing.get_context(method)
 
     def attempt(batch: list[Task]) -> Iterator[TaskOutput]:
-        with open_pool(min(workers, len(batch)), ctx) as pool:
+        with open_pool(min(workers, len(batch)), ctx, die_with_parent, (os.getpid(),)) as pool:
             futures = [pool.submit(run_task, cfg, task, task_dir, screens) for task in batch]
             for future in futures:
                 yield future.result()
