@@ -14,9 +14,12 @@ import re
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import zstandard
 
@@ -26,6 +29,7 @@ from corpus_assets.core.store.digests import file_sha256
 from corpus_assets.core.store.remote import is_remote
 
 READ_CHUNK = 1 << 20
+LINE_PIECE = 1 << 20  # a line is read whole up to this size, then a piece at a time
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,27 @@ class RawDoc:
     text: str
     meta: dict[str, Any]
     where: str
+
+
+@dataclass
+class Dropped:
+    """Documents a read skipped as larger than the source's `max_document_bytes`: how many, and
+    where the first one is."""
+
+    too_large: int = 0
+    first: str | None = None
+
+    def too_large_at(self, where: str) -> None:
+        self.too_large += 1
+        self.first = self.first or where
+
+    def line(self, spec: SourceSpec) -> str:
+        """The one note of a source's skipped documents."""
+        many = "document" if self.too_large == 1 else "documents"
+        return (
+            f"source {spec.name}: skipped {self.too_large:,} {many} over max_document_bytes "
+            f"({spec.max_document_bytes:,} bytes); the first at {self.first}"
+        )
 
 
 @dataclass(frozen=True)
@@ -124,7 +149,33 @@ def inputs_sha256(inputs: list[InputFile]) -> str:
     return hashlib.sha256(listing.encode("utf-8")).hexdigest()
 
 
-def _decode(line: bytes, path: Path, lineno: int) -> str:
+def bounded_lines(fh: IO[bytes], limit: int) -> Iterator[bytes | bytearray | None]:
+    """Each line of `fh` with its newline, or None for one of more than `limit` bytes (without
+    its newline). Memory: the longest line of at most `limit` bytes, plus LINE_PIECE."""
+    first = min(limit + 1, LINE_PIECE)
+    for line in iter(partial(fh.readline, first), b""):
+        if len(line) < first or line[-1] == 10:  # 10: "\n"; a short line or the file's tail
+            yield line
+        else:
+            yield _long_line(fh, line, limit)
+
+
+def _long_line(fh: IO[bytes], head: bytes, limit: int) -> bytearray | None:
+    """The line that begins with `head` (read on to its newline), or None past `limit` bytes."""
+    line = bytearray(head)
+    del head
+    while len(line) - line.endswith(b"\n") <= limit:
+        if line.endswith(b"\n") or not (piece := fh.readline(LINE_PIECE)):
+            return line
+        line += piece
+    ended = line.endswith(b"\n")
+    line.clear()
+    while not ended and (piece := fh.readline(LINE_PIECE)):
+        ended = piece.endswith(b"\n")
+    return None
+
+
+def _decode(line: bytes | bytearray, path: Path, lineno: int) -> str:
     try:
         return line.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -152,11 +203,17 @@ def _text_of(record: dict[str, Any], spec: SourceSpec, where: str) -> RawDoc:
     return RawDoc(source_id, text, meta, where)
 
 
-def read_jsonl(path: Path, spec: SourceSpec) -> Iterator[RawDoc]:
+def read_jsonl(path: Path, spec: SourceSpec, dropped: Dropped | None = None) -> Iterator[RawDoc]:
     """One document per line, of a plain or compressed file. Memory: about twice the longest
-    line (its bytes are released once decoded, its decoded line once parsed)."""
+    line kept (its bytes are released once decoded, its decoded line once parsed); a line over
+    `max_document_bytes` is read past in pieces, never held whole, and counted in `dropped`."""
+    dropped = Dropped() if dropped is None else dropped
     with open_input(path) as fh:
-        for lineno, line in enumerate(fh, start=1):
+        lines = bounded_lines(fh, spec.max_document_bytes)
+        for lineno, line in enumerate(lines, start=1):
+            if line is None:
+                dropped.too_large_at(f"{path}:{lineno}")
+                continue
             if line.isspace():
                 continue
             where = f"{path}:{lineno}"
@@ -206,7 +263,9 @@ def _finite(literal: str) -> float:
     return value
 
 
-def read_parquet(path: Path, spec: SourceSpec) -> Iterator[RawDoc]:
+def read_parquet(path: Path, spec: SourceSpec, dropped: Dropped | None = None) -> Iterator[RawDoc]:
+    """One document per row; a row whose text is over `max_document_bytes` is counted in
+    `dropped` (Arrow has read its row group already: the limit bounds what is kept)."""
     try:
         pf = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises several types for a corrupt file
@@ -216,18 +275,37 @@ def read_parquet(path: Path, spec: SourceSpec) -> Iterator[RawDoc]:
         raise DataError(
             f"{path}: no column {spec.text_field!r} (text_field); columns: {', '.join(names)}"
         )
+    dropped = Dropped() if dropped is None else dropped
     row = 0
     for batch in pf.iter_batches(batch_size=4096):
-        for record in batch.to_pylist():
+        sizes = _text_sizes(batch.column(spec.text_field))
+        for record, size in zip(batch.to_pylist(), sizes, strict=True):
             row += 1
+            if size > spec.max_document_bytes:
+                dropped.too_large_at(f"{path}: row {row}")
+                continue
             yield _text_of(record, spec, f"{path}: row {row}")
 
 
-def read_text(path: Path, spec: SourceSpec) -> Iterator[RawDoc]:
+def _text_sizes(column: pa.Array) -> list[int]:
+    """The UTF-8 bytes of each string of `column` (0 for a null or another type's value)."""
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        return [0] * len(column)
+    return [n or 0 for n in pc.binary_length(column).to_pylist()]
+
+
+def read_text(path: Path, spec: SourceSpec, dropped: Dropped | None = None) -> Iterator[RawDoc]:
     """One document per file, or per `separator`-delimited part, streamed. Memory: about twice
-    the longest part (its bytes are released once decoded)."""
+    the longest part kept (its bytes are released once decoded); a part over
+    `max_document_bytes` is read past, never held whole, and counted in `dropped`."""
+    dropped = Dropped() if dropped is None else dropped
     line = 1
-    for raw in _split_file(path, spec.separator.encode("utf-8") if spec.separator else None):
+    sep = spec.separator.encode("utf-8") if spec.separator else None
+    for raw in _split_file(path, sep, spec.max_document_bytes):
+        if isinstance(raw, Skipped):
+            dropped.too_large_at(f"{path}:{line}")
+            line += raw.newlines + (spec.separator or "").count("\n")
+            continue
         try:
             decoded = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -242,27 +320,67 @@ def read_text(path: Path, spec: SourceSpec) -> Iterator[RawDoc]:
             yield RawDoc(None, doc, {"file": path.name}, where)
 
 
-def _split_file(path: Path, sep: bytes | None) -> Iterator[bytes]:
-    """The parts of a file between occurrences of `sep` (like `bytes.split`), read in chunks.
+@dataclass(frozen=True)
+class Skipped:
+    """A part over the size limit, read past: the newlines it held (for later line numbers)."""
+
+    newlines: int
+
+
+def _split_file(path: Path, sep: bytes | None, limit: int) -> Iterator[bytes | Skipped]:
+    """The parts of a file between occurrences of `sep` (like `bytes.split`), read in chunks;
+    a part of more than `limit` bytes is Skipped. Memory: `limit` plus a chunk.
 
     Splitting the UTF-8 bytes on the UTF-8 separator equals splitting the decoded text.
     """
     if not sep:
-        with open_input(path) as whole:
-            yield whole.read()
+        yield _whole(path, limit)
         return
     buf = bytearray()
+    skipped: int | None = None  # while a part is read past: the newlines it held so far
     with open_input(path) as fh:
         while chunk := fh.read(READ_CHUNK):
             scan = max(len(buf) - len(sep) + 1, 0)
             buf += chunk
             start = 0
             while (hit := buf.find(sep, max(scan, start))) != -1:
-                with memoryview(buf) as view:  # one copy of the part, not two
-                    yield bytes(view[start:hit])
+                if skipped is not None or hit - start > limit:
+                    yield Skipped((skipped or 0) + buf.count(b"\n", start, hit))
+                    skipped = None
+                else:
+                    with memoryview(buf) as view:  # one copy of the part, not two
+                        yield bytes(view[start:hit])
                 start = hit + len(sep)
             del buf[:start]
-    yield _drained(buf)
+            if skipped is not None or len(buf) - len(sep) + 1 > limit:
+                skipped = (skipped or 0) + _drop_all_but(buf, len(sep) - 1)
+    if skipped is not None or len(buf) > limit:
+        yield Skipped((skipped or 0) + buf.count(b"\n"))
+    else:
+        yield _drained(buf)
+
+
+def _drop_all_but(buf: bytearray, keep: int) -> int:
+    """Delete all but the last `keep` bytes of `buf` (a separator may begin there); the
+    newlines deleted."""
+    cut = len(buf) - keep
+    newlines = buf.count(b"\n", 0, cut)
+    del buf[:cut]
+    return newlines
+
+
+def _whole(path: Path, limit: int) -> bytes | Skipped:
+    """The whole content of a file, or Skipped if it is over `limit` bytes."""
+    buf = bytearray()
+    with open_input(path) as fh:
+        while chunk := fh.read(READ_CHUNK):
+            buf += chunk
+            if len(buf) > limit:
+                buf.clear()
+                while fh.read(READ_CHUNK):
+                    pass
+                return Skipped(0)
+    return _drained(buf)
 
 
 def _drained(buf: bytearray) -> bytes:
@@ -284,7 +402,8 @@ MAGIC: tuple[tuple[str, re.Pattern[bytes]], ...] = (
 SUFFIX_CODECS = {".gz": "gzip", ".zst": "zstd", ".xz": "xz", ".bz2": "bzip2"}
 PIECE = 1 << 16  # compressed bytes read at a time: the precision of a reported offset
 OUT_PIECE = 1 << 16  # decoded bytes made at a time (bounds memory for any ratio)
-ZSTD_FEED = 1 << 12  # zstd has no output limit: small inputs bound its output instead
+ZSTD_BLOCK_MAX = 128 * 1024  # what one zstd block decodes to at most
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 DECODE_ERRORS = (zlib.error, OSError, lzma.LZMAError, zstandard.ZstdError, EOFError)
 
 
@@ -347,6 +466,7 @@ class _Decompressed(io.RawIOBase):
         self.decoder: Any = None  # None between members
         self.out = bytearray()
         self.ended = False
+        self.cuts = _ZstdCuts()  # where the current zstd frame's blocks end
 
     def readable(self) -> bool:
         return True
@@ -384,6 +504,7 @@ class _Decompressed(io.RawIOBase):
                 return
             if self.pending:
                 self.decoder = _decoder(self.codec)
+                self.cuts = _ZstdCuts()
             return
         made = self._decode()
         if self.decoder.eof:
@@ -409,8 +530,87 @@ class _Decompressed(io.RawIOBase):
             made = d.decompress(d.unconsumed_tail + self.pending, OUT_PIECE)
             self.pending = b""
             return bytes(made)
-        feed, self.pending = self.pending[:ZSTD_FEED], self.pending[ZSTD_FEED:]
-        return bytes(d.decompress(feed))
+        return self._decode_zstd()
+
+    def _decode_zstd(self) -> bytes:
+        """Decode the next blocks of a zstd frame: zstd has no output limit, so its input is cut
+        where the blocks end, about OUT_PIECE of output at a time (a run-length block of four
+        bytes makes 128 KiB)."""
+        n = self.cuts.span(self.pending)
+        if n == 0 and self._more():
+            return b""
+        n = n or len(self.pending)  # the file ends: the decoder says what is missing
+        feed, self.pending = self.pending[:n], self.pending[n:]
+        return bytes(self.decoder.decompress(feed))
+
+
+class _ZstdCuts:
+    """Where a zstd frame's units end (header, blocks, checksum) and what each decodes to at
+    most: a raw or run-length block its size, a compressed one ZSTD_BLOCK_MAX."""
+
+    def __init__(self) -> None:
+        self.left = 0  # bytes of the current unit not yet given to the decoder
+        self.state = "frame"  # the next unit: frame, block, checksum, end; rest: not cut
+        self.checksum = False
+
+    def span(self, data: bytes) -> int:
+        """How many of `data`'s first bytes to decode next: whole units (the last perhaps in
+        part) that make at most OUT_PIECE plus one block; 0 when more bytes are needed."""
+        pos = made = 0
+        while self.state != "rest":
+            if self.left:
+                take = min(self.left, len(data) - pos)
+                pos, self.left = pos + take, self.left - take
+                if self.left:
+                    return pos
+            if made >= OUT_PIECE:
+                return pos
+            unit = self._unit(data[pos : pos + 18])
+            if unit is None:
+                return pos
+            self.left, out = unit
+            made += out
+        return len(data)
+
+    def _unit(self, head: bytes) -> tuple[int, int] | None:
+        """The length and largest output of the unit beginning with `head`; None if `head` is
+        too short to tell or the frame has ended."""
+        if self.state == "block" and len(head) >= 3:
+            return self._block(int.from_bytes(head[:3], "little"))
+        if self.state == "checksum":
+            self.state = "end"
+            return 4, 0
+        if self.state == "frame" and len(head) >= 8 and _skippable(head):
+            self.state = "end"  # a skippable frame (first byte 0x50-0x5f): its size follows
+            return 8 + int.from_bytes(head[4:8], "little"), 0
+        if self.state == "frame" and len(head) >= 5:
+            return self._frame_header(head), 0
+        return None
+
+    def _frame_header(self, head: bytes) -> int:
+        if head[:4] != ZSTD_MAGIC:
+            self.state = "rest"  # not a frame: the decoder names what is wrong
+            return 0
+        fhd = head[4]  # the frame header descriptor
+        single = fhd >> 5 & 1
+        self.checksum = bool(fhd >> 2 & 1)
+        self.state = "block"
+        content_size = (single, 2, 4, 8)[fhd >> 6]
+        return 5 + (1 - single) + (0, 1, 2, 4)[fhd & 3] + content_size
+
+    def _block(self, header: int) -> tuple[int, int]:
+        kind, size = header >> 1 & 3, header >> 3
+        if kind == 3:  # reserved: corrupt; the decoder says so
+            self.state = "rest"
+            return 0, 0
+        if header & 1:  # the frame's last block
+            self.state = "checksum" if self.checksum else "end"
+        return 3 + (1 if kind == 1 else size), ZSTD_BLOCK_MAX if kind == 2 else size
+
+
+def _skippable(head: bytes) -> bool:
+    """Whether `head` begins a zstd skippable frame (magic 0x184D2A50 to 0x184D2A5F)."""
+    return head[0] >> 4 == 5 and head[1:4] == b"\x2a\x4d\x18"
 
 
 def raise_truncated(path: Path, codec: str, size: int) -> NoReturn:
@@ -489,22 +689,45 @@ def _local_hf_files(cfg: LoadedConfig, spec: SourceSpec) -> tuple[str, list[str]
     return str(builders.pop()), [str(f) for f in files]
 
 
-Reader = Callable[[Path, SourceSpec], Iterator[RawDoc]]
+Reader = Callable[[Path, SourceSpec, Dropped | None], Iterator[RawDoc]]
 FILE_READERS: dict[str, Reader] = {"jsonl": read_jsonl, "parquet": read_parquet, "text": read_text}
 
 
 def read_source(
-    cfg: LoadedConfig, spec: SourceSpec, files: list[Path] | None, cache_dir: Path
+    cfg: LoadedConfig,
+    spec: SourceSpec,
+    files: list[Path] | None,
+    cache_dir: Path,
+    dropped: Dropped | None = None,
 ) -> Iterator[RawDoc]:
-    """Every document of a source, in a deterministic order, up to its `limit`."""
+    """Every document of a source, in a deterministic order, up to its `limit`; the documents
+    over its `max_document_bytes` are skipped and counted in `dropped`."""
+    dropped = Dropped() if dropped is None else dropped
     if spec.kind == "hf":
-        docs: Iterator[RawDoc] = read_hf(cfg, spec, cache_dir)
+        docs: Iterator[RawDoc] = _bounded(read_hf(cfg, spec, cache_dir), spec, dropped)
     elif spec.kind in FILE_READERS:
         reader = FILE_READERS[spec.kind]
-        docs = (doc for f in files or [] for doc in reader(f, spec))
+        docs = (doc for f in files or [] for doc in reader(f, spec, dropped))
     else:  # the config model already rejects this; kept for callers that skip validation
         raise ConfigError(f"unknown source kind {spec.kind!r}")
     for n, doc in enumerate(docs):
         if spec.limit is not None and n >= spec.limit:
             return
         yield doc
+
+
+def _bounded(docs: Iterator[RawDoc], spec: SourceSpec, dropped: Dropped) -> Iterator[RawDoc]:
+    """`docs` without those whose text is over `max_document_bytes` (counted in `dropped`)."""
+    limit = spec.max_document_bytes
+    for doc in docs:
+        if len(doc.text) * 4 > limit and _utf8_size(doc.text) > limit:
+            dropped.too_large_at(doc.where)
+            continue
+        yield doc
+
+
+def _utf8_size(text: str, chunk: int = 1 << 20) -> int:
+    """len(text.encode("utf-8")) without a copy of a long text (a chunk at a time)."""
+    if text.isascii():
+        return len(text)
+    return sum(len(text[i : i + chunk].encode("utf-8")) for i in range(0, len(text), chunk))
