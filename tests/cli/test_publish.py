@@ -1,13 +1,18 @@
 """`corpus publish` and `corpus verify URL` against moto's S3 server on loopback: the bundled
 example's shards and tokens and a task snapshot go up, verify where they are, and a changed,
-missing or foreign object is found."""
+missing or foreign object is found; a file name outside the build folder, and a store that
+ignores conditional writes, are refused before any data file goes up."""
 
 from __future__ import annotations
 
+import http.client
+import http.server
 import json
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from support.corpus import run_corpus
@@ -166,3 +171,53 @@ def test_verify_refuses_a_published_manifest_naming_a_file_outside_its_prefix(
     done = run_corpus("verify", "s3://pub/v/build", env=env)
     assert done.returncode == 65, done.stderr
     assert f"file name '../{shard}' is not inside the build folder" in done.stderr
+
+
+class _Stripping(http.server.BaseHTTPRequestHandler):
+    """Forwards each request to `upstream` without its If-None-Match header: an S3-compatible
+    store that ignores conditional writes."""
+
+    protocol_version = "HTTP/1.1"
+    upstream = ""
+    stripped = 0
+
+    def _forward(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        headers = {k: v for k, v in self.headers.items() if k.lower() != "if-none-match"}
+        _Stripping.stripped += len(self.headers) - len(headers)
+        conn = http.client.HTTPConnection(urlsplit(self.upstream).netloc, timeout=30)
+        conn.request(self.command, self.path, body=body, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        self.send_response(resp.status)
+        length = resp.getheader("Content-Length") if self.command == "HEAD" else None
+        for key, value in resp.getheaders():
+            if key.lower() not in ("content-length", "transfer-encoding", "connection"):
+                self.send_header(key, value)
+        self.send_header("Content-Length", length or str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        conn.close()
+
+    do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet."""
+
+
+@pytest.mark.timeout(120)
+def test_a_store_that_ignores_if_none_match_is_refused(built: Path, bucket: Any) -> None:
+    env, client = bucket
+    _Stripping.upstream = env["AWS_ENDPOINT_URL"]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Stripping)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        proxied = {**env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{server.server_port}"}
+        done = run_corpus("publish", manifest(built, "shards"), "s3://pub/lax", env=proxied)
+    finally:
+        server.shutdown()
+    assert done.returncode == 64, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "the store ignores If-None-Match" in lines[0]
+    assert _Stripping.stripped == 2  # both creates of the claim really lost their condition
+    assert keys(client, "lax/") == ["lax/.publish-claim.json"]  # no data file went up

@@ -14,7 +14,9 @@ with a conditional create: S3's `PutObject` with `If-None-Match: *`, a hard link
 temp file on a local folder (fsspec's `mode="create"` elsewhere). A publish that finds a claim
 or a manifest of another build stops there (DataError naming both manifests' sha256) having
 uploaded nothing, so it cannot overwrite a data file of the build that won. A claim of the
-same build is its own: a rerun, or the same build published twice at once, carries on.
+same build is its own: a rerun, or the same build published twice at once, carries on. A store
+that ignores `If-None-Match` (a second create of the claim goes through) is refused
+(ConfigError).
 
 Order: every data file is uploaded (skipped when the object is already there with the listed
 size and sha256), then every one is read back, streaming, and its size and sha256 compared with
@@ -155,8 +157,13 @@ def _claim(dest: Destination, own: Listed) -> None:
     """Make the prefix this build's (create the claim), or find it is already; DataError when
     another build claimed it."""
     claim = dump_json({"bytes": own.bytes, "manifest": own.name, "sha256": own.sha256})
-    dest.create(CLAIM, claim)  # made now or found: what is there decides
-    there = dest.read(CLAIM)
+    if dest.create(CLAIM, claim) and dest.create(CLAIM, claim):
+        raise ConfigError(
+            f"publish: {shown(dest.url)}: the store ignores If-None-Match (a second create of "
+            f"{CLAIM} went through), so two publishes could both take the prefix; publish to a "
+            "store that honours conditional writes (AWS S3 does)"
+        )
+    there = dest.read(CLAIM)  # made now or found: what is there decides
     try:
         digest = str(json.loads(there or b"")["sha256"])
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
