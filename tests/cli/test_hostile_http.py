@@ -234,3 +234,15 @@ def test_redirect_loops_and_redirects_to_other_schemes_are_one_line(
     assert len(done.stderr.strip().splitlines()) == 1
     assert mirror.requests[f"HEAD /{path}"] == (11 if path == "redirect-loop" else 1)
     assert not list((tmp_path / "data").glob("raw/*/_SOURCE.json"))
+
+
+@pytest.mark.timeout(60)
+def test_a_bad_fetch_setting_in_the_environment_is_one_line_exit_64(
+    tmp_path: Path, mirror: HostileMirror
+) -> None:
+    mirror.put("web.jsonl", versions(tmp_path, mb=0.1)[0])
+    cfg = config(tmp_path, f"{mirror.url}/plain/web.jsonl")
+    done = fetch(cfg, tmp_path / "data", env={"CORPUS_FETCH_TIMEOUT_S": "soon"})
+    assert done.returncode == 64, done.stderr
+    line = error_line(done)
+    assert "CORPUS_FETCH_TIMEOUT_S='soon': must be a number of seconds" in line
