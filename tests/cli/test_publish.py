@@ -221,3 +221,20 @@ def test_a_store_that_ignores_if_none_match_is_refused(built: Path, bucket: Any)
     assert len(lines) == 1 and "the store ignores If-None-Match" in lines[0]
     assert _Stripping.stripped == 2  # both creates of the claim really lost their condition
     assert keys(client, "lax/") == ["lax/.publish-claim.json"]  # no data file went up
+
+
+def test_a_prefix_left_by_an_interrupted_publish_takes_only_that_build(
+    built: Path, bucket: Any
+) -> None:
+    env, client = bucket
+    shards, tokens = manifest(built, "shards"), manifest(built, "tokens")
+    run_corpus("publish", shards, "s3://pub/cut", env=env, check=True)
+    client.delete_object(Bucket="pub", Key="cut/_MANIFEST.json")  # killed before its manifest
+    other = run_corpus("publish", tokens, "s3://pub/cut", env=env)
+    assert other.returncode == 65, other.stderr
+    assert "s3://pub/cut is claimed by another build" in other.stderr
+    assert len(other.stderr.strip().splitlines()) == 1  # nothing uploaded
+    again = run_corpus("publish", shards, "s3://pub/cut", env=env)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["uploaded"] == 1  # the manifest alone
+    assert run_corpus("verify", "s3://pub/cut", env=env).returncode == 0
