@@ -34,6 +34,7 @@ WORDS = (
 )
 KINDS = ("jsonl", "text")
 LIMIT = 3.0
+MAX_DOCUMENT_BYTES = 1 << 30  # the source keeps the document (the default skips one over 64 MiB)
 
 
 def write_document(path: Path, mb: float, kind: str, seed: int = 0) -> int:
@@ -57,7 +58,8 @@ def write_config(folder: Path, kind: str) -> Path:
     config = folder / "corpus.toml"
     config.write_text(
         f'dataset = "big"\nversion = "v1"\ntokenizer = {{id = "bytes"}}\n'
-        f'[[sources]]\nname = "one"\nkind = "{kind}"\npath = "{name}"\nlicense = "mit"\n',
+        f'[[sources]]\nname = "one"\nkind = "{kind}"\npath = "{name}"\nlicense = "mit"\n'
+        f"max_document_bytes = {MAX_DOCUMENT_BYTES}\n",
         encoding="utf-8",
     )
     return config

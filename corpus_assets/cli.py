@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from corpus_assets.core.errors import EXIT_OK, EXIT_USAGE, CorpusError
+from corpus_assets.core.store.secrets import mask_text
 
 STAGE_NAMES = ("fetch", "shard", "tokenize")
 
 
 def _emit(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    print(mask_text(line), file=sys.stderr, flush=True)
 
 
 def _print_json(obj: Any) -> None:
@@ -39,7 +40,7 @@ def cmd_hash(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.file)
     info = {
-        "canonical": cfg.canonical.decode("utf-8"),
+        "canonical": cfg.masked.decode("utf-8"),
         "sha256": cfg.sha256,
         "build_id": cfg.build_id,
         "partition_key": cfg.partition_key,
@@ -66,12 +67,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     with pipes_if_launched() as pipes:
         emit = _emit if pipes is None else pipes.tee(_emit)
         result = run_stage(
-            args.stage, Path(args.config), root, workers=args.workers, emit=emit, backend=backend
+            args.stage,
+            Path(args.config),
+            root,
+            workers=args.workers,
+            emit=emit,
+            backend=backend,
+            refresh=args.refresh,
         )
         if pipes is not None:
             from corpus_assets.core.config import load_config
 
-            config = json.loads(load_config(args.config).canonical)
+            config = json.loads(load_config(args.config).masked)
             pipes.materialized(result, root.resolve(), config)
     _print_json(result)
     return EXIT_OK
@@ -147,6 +154,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     backend = _backend(args)
     root = _root(args)
     settings: dict[str, Any] = {"workers": args.workers} if args.workers else {}
+    if args.refresh:
+        settings["refresh"] = True
     if backend.is_ray:
         settings.update(backend="ray", ray_address=backend.ray_address)
     runner = StageRunner(**settings) if settings else None
@@ -414,6 +423,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_root(r)
     r.add_argument("--workers", type=int, default=None, help="worker processes (default: cores)")
     _add_backend(r)
+    _add_refresh(r)
     r.set_defaults(func=cmd_run)
 
     c = sub.add_parser("cleanup", help="delete a build's shards, tokens and staging (never raw)")
@@ -497,6 +507,15 @@ def _add_tasks_command(sub: Any) -> None:
     t.set_defaults(func=cmd_tasks)
 
 
+def _add_refresh(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--refresh",
+        action="store_true",
+        help="ask each remote source's server whether it changed since it was fetched into the "
+        "raw cache (without it, a fetched source is used offline); a changed one is refused",
+    )
+
+
 def _add_dagster_commands(sub: Any) -> None:
     """`build`, `register` and `ui`: the commands that run on the embedded Dagster instance."""
     b = sub.add_parser(
@@ -509,6 +528,7 @@ def _add_dagster_commands(sub: Any) -> None:
     _add_instance(b)
     b.add_argument("--workers", type=int, default=None, help="worker processes per stage")
     _add_backend(b)
+    _add_refresh(b)
     b.add_argument(
         "--verbose", action="store_true", help="also print Dagster's own run log, traces and all"
     )
@@ -586,7 +606,7 @@ def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) ->
     try:
         return func(args)
     except CorpusError as exc:
-        print(f"corpus {args.command}: error: {exc}", file=sys.stderr, flush=True)
+        print(f"corpus {args.command}: error: {mask_text(str(exc))}", file=sys.stderr, flush=True)
         return exc.exit_code
     except KeyboardInterrupt as exc:
         print(f"corpus {args.command}: interrupted", file=sys.stderr, flush=True)

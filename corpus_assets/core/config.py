@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from corpus_assets.core.errors import ConfigError, shown
+from corpus_assets.core.store.secrets import has_masks, mask_data
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 NAME_RULE = "allowed: lowercase letters, digits, '.', '_', '-' (1-64, starting alphanumeric)"
@@ -41,6 +42,10 @@ DEFAULT_LICENSES = (
     "bsd-2-clause",
     "bsd-3-clause",
 )
+DEFAULT_MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
+"""`[[sources]] max_document_bytes` unless set: larger than any real document."""
+MAX_DOCUMENT_BYTES_CAP = 1024 * 1024 * 1024  # one Arrow string value stays under 2 GiB
+DOCUMENT_BYTES_RULE = f"allowed: an integer from 1 to {MAX_DOCUMENT_BYTES_CAP:,} (1 GiB)"
 
 
 class _Section(BaseModel):
@@ -61,6 +66,16 @@ class SourceSpec(_Section):
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     split: str = "train"
     subset: str | None = None
+    max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
+
+    @field_validator("max_document_bytes", mode="before")
+    @classmethod
+    def _document_bytes_in_range(cls, value: object) -> object:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{shown(value)} is not a size; {DOCUMENT_BYTES_RULE}")
+        if value > MAX_DOCUMENT_BYTES_CAP:
+            raise ValueError(f"{value:,} is too large; {DOCUMENT_BYTES_RULE}")
+        return value
 
     @field_validator("kind")
     @classmethod
@@ -433,6 +448,11 @@ class LoadedConfig:
         return canon(self.raw)
 
     @property
+    def masked(self) -> bytes:
+        """The canonical form with URL secrets masked: what records and messages show."""
+        return canon(mask_data(self.raw))
+
+    @property
     def sha256(self) -> str:
         return sha256_hex(self.canonical)
 
@@ -666,7 +686,35 @@ def load_config(path: str | Path) -> LoadedConfig:
     if p.suffix not in (".toml", ".json"):
         raise ConfigError(f"config file {str(p)!r} must end in .toml or .json")
     raw = parse_text(read_config_text(p, "config file"), p.suffix[1:])
+    if p.suffix == ".json" and has_masks(raw) and _origin_of(p).is_file():
+        return _registered_with_secrets(p, raw)
     return validate(raw, config_base_dir(p))
+
+
+def _origin_of(p: Path) -> Path:
+    return p.with_name(f"{p.stem}{ORIGIN_SUFFIX}")
+
+
+def _registered_with_secrets(p: Path, masked: dict[str, Any]) -> LoadedConfig:
+    """A registered copy whose URL secrets are masked: the original file it was registered
+    from (named in its origin record), checked to be the same config, secrets included."""
+    try:
+        file = Path(json.loads(_origin_of(p).read_text(encoding="utf-8"))["file"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"unreadable {_origin_of(p)}: {exc}") from None
+    again = "; the registry keeps no secrets: register the config again from a file with them"
+    try:
+        cfg = load_config(file)
+    except ConfigError as exc:
+        raise ConfigError(
+            f"registered config {p.stem} has masked URL secrets: {exc}{again}"
+        ) from None
+    if cfg.hash12 != p.stem or cfg.masked != canon(masked):
+        raise ConfigError(
+            f"{file} changed since it was registered as {p.stem} (its hash is now {cfg.hash12})"
+            + again
+        )
+    return cfg
 
 
 def read_config_text(path: Path, noun: str) -> str:

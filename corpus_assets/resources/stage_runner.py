@@ -47,6 +47,11 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
         description="--ray-address HOST:PORT of the Ray cluster (backend ray); none: a local "
         "Ray per stage. Every node must see the data root at the same path",
     )
+    refresh: bool = Field(
+        default=False,
+        description="--refresh: fetch asks each remote source's server whether it changed since "
+        "it was fetched (a changed one is refused); without it the raw cache is used offline",
+    )
     fetch_retry_delay_s: float = Field(
         default=float(FETCH_RETRY.delay or 0),
         ge=0,
@@ -63,7 +68,9 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
     ) -> dg.MaterializeResult[Any]:
         """`corpus run --stage STAGE`: the materialization it reported, or a Failure."""
         try:
-            results = self._run(context, self.stage_args(stage, config_file, root))
+            results = self._run(
+                context, self.stage_args(stage, config_file, root), _last_try(context, stage)
+            )
         except dg.Failure as error:
             self._raise_retry_or(context, stage, error)
         return self._one_materialization(results, f"run --stage {stage}")
@@ -73,6 +80,8 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
         args = ["run", "--stage", stage, "--config", str(config_file), "--root", str(root)]
         if self.workers is not None:
             args += ["--workers", str(self.workers)]
+        if stage == "fetch" and self.refresh:
+            args.append("--refresh")
         if stage != "fetch":  # fetch has no tasks to place
             if self.backend != "local":
                 args += ["--backend", self.backend]
@@ -88,7 +97,7 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
         argv = ["tasks", "--attach", "--config", str(config_file), "--output", str(folder)]
         argv += ["--root", str(root)]
         try:
-            results = self._run(context, argv)
+            results = self._run(context, argv, _last_try(context, "tasks"))
         except dg.Failure as error:
             self._raise_retry_or(context, "tasks", error)
         return self._one_materialization(results, "tasks")
@@ -137,7 +146,10 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
         return [*prefix, *args]
 
     def _run(
-        self, context: dg.AssetExecutionContext | dg.OpExecutionContext, args: Sequence[str]
+        self,
+        context: dg.AssetExecutionContext | dg.OpExecutionContext,
+        args: Sequence[str],
+        last_try: bool = True,
     ) -> Sequence[dg.PipesExecutionResult]:
         argv = self.argv(args)
         with ExitStack() as stack:
@@ -168,7 +180,7 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
         if outcome.returncode != 0 or outcome.timed_out:
             # the command and the stderr tail go to the run log; the asset logs the sentence
             context.log.info(f"`corpus {_what(args)}` failed; command: {shlex.join(argv)}")
-            raise failure(_what(args), outcome)
+            raise failure(_what(args), outcome, last_try)
         return session.get_results(implicit_materializations=False)
 
 
@@ -176,23 +188,34 @@ def _what(args: Sequence[str]) -> str:
     return f"run --stage {args[2]}" if args[0] == "run" else args[0]
 
 
-def failure(what: str, outcome: Outcome) -> dg.Failure:
-    """The step failure for a child that failed: retryable unless the exit code says give up."""
-    code = outcome.returncode
+def _last_try(context: dg.AssetExecutionContext, stage: str) -> bool:
+    """Whether this try is the last the stage's retry policy allows."""
+    return bool(context.retry_number >= RETRY_POLICIES[stage].max_retries)
+
+
+def failure(what: str, outcome: Outcome, last_try: bool = False) -> dg.Failure:
+    """The step failure for a child that failed: retryable unless the exit code says give up.
+
+    A stage stopped after its heartbeat timeout counts as transient (exit 75): it hung on
+    something outside it, such as a server. The sentence says what happens next: a retry, or
+    none when this was the last try.
+    """
+    code = EXIT_TRANSIENT if outcome.timed_out else outcome.returncode
     error = next(
         (line for line in reversed(outcome.stderr_tail) if "error:" in line),
         outcome.stderr_tail[-1] if outcome.stderr_tail else "",
     )
+    then = "no tries left" if last_try else "retried"
     if outcome.timed_out:
-        reason = f"silent for {outcome.silent_for:.0f} s (heartbeat timeout); stopped, will retry"
+        reason = f"silent for {outcome.silent_for:.0f} s (heartbeat timeout); stopped, {then}"
     elif code in GIVE_UP:
         reason = f"exit {code} ({GIVE_UP[code]}), not retried"
     elif code == EXIT_TRANSIENT:
-        reason = f"exit {code} (transient), retried with backoff"
+        reason = f"exit {code} (transient), {then}" + ("" if last_try else " with backoff")
     elif code < 0:
-        reason = f"killed by signal {-code}, retried"
+        reason = f"killed by signal {-code}, {then}"
     else:
-        reason = f"exit {code} (crash), retried"
+        reason = f"exit {code} (crash), {then}"
     sentence = error.split("error: ", 1)[1].strip() if "error: " in error else ""
     return dg.Failure(
         # one line: the stage's own sentence, then what the runner did about it; the traceback,

@@ -75,10 +75,18 @@ def config(folder: Path, path: str, name: str = "web", pin: str | None = None) -
 
 
 def fetch(
-    cfg: Path, root: Path, env: dict[str, str] | None = None
+    cfg: Path, root: Path, env: dict[str, str] | None = None, flags: tuple[str, ...] = ()
 ) -> subprocess.CompletedProcess[str]:
     return run_corpus(
-        "run", "--stage", "fetch", "--config", cfg, "--root", root, env={**FAST, **(env or {})}
+        "run",
+        "--stage",
+        "fetch",
+        "--config",
+        cfg,
+        "--root",
+        root,
+        *flags,
+        env={**FAST, **(env or {})},
     )
 
 
@@ -226,7 +234,7 @@ def test_an_object_replaced_while_a_killed_fetch_was_down_is_fetched_again_whole
     assert raw_docs(root) == local_docs(tmp_path, file)  # the new object, not a mix
 
 
-def test_an_object_that_changed_since_it_was_fetched_is_refused(
+def test_an_object_that_changed_since_it_was_fetched_is_refused_by_a_refresh(
     tmp_path: Path, mirror: tuple[Path, FaultProxy]
 ) -> None:
     served, proxy = mirror
@@ -234,11 +242,18 @@ def test_an_object_that_changed_since_it_was_fetched_is_refused(
     root, cfg = tmp_path / "data", config(tmp_path, f"{proxy.url}/web.jsonl")
     assert fetch(cfg, root).returncode == 0
     before = raw_docs(root)
-    assert fetch(cfg, root).returncode == 0  # unchanged: the raw cache is reused
+    unchanged = fetch(cfg, root, flags=("--refresh",))
+    assert unchanged.returncode == 0, unchanged.stderr
     write_docs(file, mb=0.2, seed=3)
-    done = fetch(cfg, root)
-    assert done.returncode == 65, done.stderr
-    assert "changed since it was fetched" in done.stderr
+    connections = proxy.connections
+    cached = fetch(cfg, root)  # the raw cache is used without asking the mirror
+    assert cached.returncode == 0, cached.stderr
+    assert proxy.connections == connections
+    refreshed = fetch(cfg, root, flags=("--refresh",))
+    assert refreshed.returncode == 65, refreshed.stderr
+    assert proxy.connections > connections
+    (line,) = refreshed.stderr.strip().splitlines()
+    assert "changed since it was fetched" in line
     assert raw_docs(root) == before
 
 
@@ -334,8 +349,11 @@ def test_an_s3_glob_source_gives_the_documents_of_the_same_local_files(tmp_path:
         record = source_record(root)
         assert [r["name"] for r in record["remote"]] == ["part-0.jsonl", "part-1.jsonl"]
         assert all(r["etag"] for r in record["remote"])
+        unchanged = fetch(cfg, root, env, flags=("--refresh",))
+        assert unchanged.returncode == 0, unchanged.stderr
         _put(env, {"web/part-1.jsonl": halves["web/part-1.jsonl"] + lines[0]}, bucket=False)
-        again = fetch(cfg, root, env)
+        assert fetch(cfg, root, env).returncode == 0  # the raw cache, without asking
+        again = fetch(cfg, root, env, flags=("--refresh",))
         assert again.returncode == 65 and "changed since it was fetched" in again.stderr
         missing = fetch(config(tmp_path, "s3://corpora/nothing-*.jsonl"), tmp_path / "d2", env)
         assert missing.returncode == 65 and "no objects match" in missing.stderr
@@ -377,8 +395,10 @@ def test_an_hf_glob_source_gives_the_documents_of_the_same_local_file(tmp_path: 
         assert [r["etag"] for r in record] == [blob_id(h) for h in halves]
         assert [r["sha256"] for r in record] == [hashlib.sha256(h).hexdigest() for h in halves]
         assert served.requests["resolve"] >= 2  # the bytes came through the Hub's file route
+        unchanged = fetch(cfg, root, env, flags=("--refresh",))
+        assert unchanged.returncode == 0, unchanged.stderr
         (data / "part-1.jsonl.gz").write_bytes(gzip.compress(b"".join(lines[150:] + lines[:1])))
-        again = fetch(cfg, root, env)
+        again = fetch(cfg, root, env, flags=("--refresh",))
         assert again.returncode == 65 and "changed since it was fetched" in again.stderr
         gone = fetch(config(tmp_path, "hf://datasets/owner/none/*.jsonl"), tmp_path / "d2", env)
         assert gone.returncode == 65, gone.stderr

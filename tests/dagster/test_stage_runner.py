@@ -151,6 +151,18 @@ def test_a_failure_reads_as_the_stage_sentence_first() -> None:
     killed = failure("run --stage shard", Outcome(-9, None, "", ("shard: reading",), 1.0))
     assert killed.description == "`corpus run --stage shard` killed by signal 9, retried"
     assert killed.metadata["upstream_missing"].value is False
+    last = failure("run --stage shard", Outcome(-9, None, "", ("shard: reading",), 1.0), True)
+    assert last.description == "`corpus run --stage shard` killed by signal 9, no tries left"
+
+
+def test_a_heartbeat_timeout_is_transient_and_its_last_try_says_so() -> None:
+    outcome = Outcome(-2, 121.0, "", ("fetch: web.jsonl 1,024 bytes",), 130.0)
+    retried = failure("run --stage fetch", outcome)
+    assert retried.metadata["exit_code"].value == 75 and retried.allow_retries
+    assert str(retried.description).endswith("(heartbeat timeout); stopped, retried")
+    last = failure("run --stage fetch", outcome, last_try=True)
+    assert last.metadata["exit_code"].value == 75
+    assert str(last.description).endswith("(heartbeat timeout); stopped, no tries left")
 
 
 def test_a_failed_stage_says_one_sentence_first(

@@ -201,12 +201,12 @@ def test_hung_stage_gives_up_and_compensates(
     start = time.monotonic()
     result = driver.build(example, root, instance, stage_runner=runner)
     took = time.monotonic() - start
-    assert result.exit_code == 1, result.summary
+    assert result.exit_code == 75, result.summary  # a hung stage is transient
     assert took < 60, f"a hung stage held the run for {took:.0f} s"
     attempts = int((tmp_path / "w" / "tokenize.attempts").read_text())
     assert attempts == 1 + 2, "tokenize: one try plus its policy's retries"
     events = step_events(instance, result.run_id, "tokens")
     assert events.count("STEP_UP_FOR_RETRY") == 2 and events[-1] == "STEP_FAILURE"
-    assert "heartbeat timeout" in result.summary["error"]
+    assert "(heartbeat timeout); stopped, no tries left" in result.summary["error"]
     _sensors_add_nothing(instance, root, result.run_id)
     _assert_cleaned(instance, root, example, result.run_id)

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from corpus_assets.core.config import LoadedConfig, SourceSpec, canon
 from corpus_assets.core.errors import DataError
-from corpus_assets.core.store import ledger, remote
+from corpus_assets.core.store import ledger, parallel, remote
 from corpus_assets.core.store.atomic import fresh_dir, publish_dir, remove_tree, write_json
 from corpus_assets.core.store.digests import file_sha256
 from corpus_assets.core.store.layout import Layout
@@ -26,7 +26,9 @@ from corpus_assets.core.store.locks import hold
 from corpus_assets.core.store.progress import Progress
 from corpus_assets.core.store.records import load_object, require, require_files
 from corpus_assets.core.store.remote import is_remote
+from corpus_assets.core.store.secrets import mask_data
 from corpus_assets.core.store.sources import (
+    Dropped,
     InputFile,
     RawDoc,
     describe_inputs,
@@ -62,6 +64,7 @@ class SourceResult:
     documents: int
     text_bytes: int
     cached: bool
+    too_large: int = 0  # documents skipped as over the source's max_document_bytes
 
 
 @dataclass(frozen=True)
@@ -73,12 +76,20 @@ class FetchResult:
         return sum(s.documents for s in self.sources)
 
 
-def fetch(cfg: LoadedConfig, layout: Layout, progress: Progress) -> FetchResult:
-    """Fetch every source of the config that the raw cache does not hold yet."""
+def fetch(
+    cfg: LoadedConfig, layout: Layout, progress: Progress, refresh: bool = False
+) -> FetchResult:
+    """Fetch every source of the config that the raw cache does not hold yet.
+
+    A remote source already in the raw cache is used without asking its server (a built config
+    rebuilds offline); with `refresh` its server is listed and a source that changed since it
+    was fetched is refused.
+    """
+    policy = remote.RetryPolicy.from_env(os.environ)  # a bad setting fails before the network
     # every local input must exist before any source is fetched (a typo fails first)
     inputs = [expand_inputs(cfg, s) if is_local(cfg, s) else None for s in cfg.model.sources]
     results = [
-        fetch_source(cfg, spec, layout, progress, files)
+        fetch_source(cfg, spec, layout, progress, files, refresh, policy)
         for spec, files in zip(cfg.model.sources, inputs, strict=True)
     ]
     cached = sum(r.documents for r in results if r.cached)
@@ -92,48 +103,67 @@ def fetch_source(
     layout: Layout,
     progress: Progress,
     files: list[Path] | None = None,
+    refresh: bool = False,
+    policy: remote.RetryPolicy = remote.DEFAULT_POLICY,
 ) -> SourceResult:
     key = cfg.source_key(spec)
     final = layout.raw_source(key)
     if files is None and is_local(cfg, spec):
         files = expand_inputs(cfg, spec)
-    listed = (
-        remote.list_files(spec.name, spec.path, progress.note) if is_remote(spec.path) else None
-    )
-    with hold(layout.raw_lock(key), f"raw cache of source {spec.name!r}", waiting=progress.note):
+    with hold(layout.raw_lock(key), f"the raw cache of source {spec.name!r}", progress.note):
         if (final / SOURCE_FILE).exists():
             record = _read_record(final / SOURCE_FILE, key)
             if files is not None:
                 _check_unchanged(spec, key, record, describe_inputs(files))
-            if listed is not None:
-                _check_remote_unchanged(spec, key, record, listed)
+            if refresh and is_remote(spec.path):
+                now = remote.list_files(spec.name, spec.path, progress.note, policy)
+                _check_remote_unchanged(spec, key, record, now)
             ledger.record(layout, _ledger_entry(record))
             progress.note(
                 f"source {spec.name} already in raw/{key} ({record['documents']:,} documents)"
             )
-            return SourceResult(key, record["documents"], record["text_bytes"], cached=True)
+            too_large = record.get("dropped", {}).get("too_large", 0)
+            return SourceResult(key, record["documents"], record["text_bytes"], True, too_large)
         downloads = layout.raw / DOWNLOADS / key
+        listed = (
+            remote.list_files(spec.name, spec.path, progress.note, policy)
+            if is_remote(spec.path)
+            else None
+        )
         if listed is not None:
-            digests = _Digests([_download(spec, item, downloads, progress) for item in listed])
+            digests = _Digests(
+                parallel.download_all(
+                    spec.name,
+                    listed,
+                    lambda item, p: _download(spec, item, downloads, p, policy),
+                    progress,
+                )
+            )
             files = digests.files
             inputs = digests.inputs() if spec.sha256 is not None else None
         else:
             inputs = describe_inputs(files) if files is not None else []
-        if spec.sha256 is not None:
-            _check_pin(spec, inputs or [])
         staging = fresh_dir(layout.raw_staging(key))
         progress.note(f"fetching source {spec.name} into raw/{key}")
 
-        def docs() -> Iterator[RawDoc]:
-            return read_source(cfg, spec, files, layout.raw / ".hf-cache")
+        def docs(dropped: Dropped | None = None) -> Iterator[RawDoc]:
+            return read_source(cfg, spec, files, layout.raw / ".hf-cache", dropped)
 
-        ids = array("Q")
+        ids, dropped = array("Q"), Dropped()
         try:
-            rows = _normalized(docs(), spec, key, ids)
+            if spec.sha256 is not None:
+                _check_pin(spec, inputs or [])
+            rows = _normalized(docs(dropped), spec, key, ids)
             parts, count, nbytes = _write_parts(rows, staging, progress)
+            if dropped.too_large:
+                progress.note(dropped.line(spec))
             _refuse_repeated_ids(ids, docs, spec)
             if inputs is None:
                 inputs = digests.inputs()
+        except DataError:
+            remove_tree(staging)
+            remove_tree(downloads)  # bad bytes are never reused: the next fetch downloads anew
+            raise
         except BaseException:
             remove_tree(staging)
             raise
@@ -141,25 +171,30 @@ def fetch_source(
             remove_tree(staging)
             raise DataError(f"source {spec.name!r} ({spec.path}) holds no documents")
         record = _source_record(cfg, spec, key, inputs, parts, count, nbytes)
+        record["dropped"] = {"too_large": dropped.too_large}
         if listed is not None:
-            record["remote"] = _remote_record(listed, inputs)
+            record["remote"] = _remote_record(_kept(listed, files or []), inputs)
         write_json(staging / SOURCE_FILE, record)
         publish_dir(staging, final)
         remove_tree(downloads)  # the documents are in the raw parts now
         ledger.record(layout, _ledger_entry(record))
-        return SourceResult(key, count, nbytes, cached=False)
+        return SourceResult(key, count, nbytes, False, dropped.too_large)
 
 
 def _download(
-    spec: SourceSpec, item: remote.RemoteFile, folder: Path, progress: Progress
+    spec: SourceSpec,
+    item: remote.RemoteFile,
+    folder: Path,
+    progress: Progress,
+    policy: remote.RetryPolicy,
 ) -> tuple[str, Path]:
-    """A listed remote file in `folder` (resuming what a killed fetch left): its name and path."""
+    """A listed remote file in `folder`: a finished download of the same identity (left by a
+    fetch killed later) as it is, else downloaded (resuming a killed fetch's part); its name
+    and path."""
     dest = folder / _safe_name(spec, item.name)
-    if dest.exists() and item.size is not None and dest.stat().st_size != item.size:
-        dest.unlink()  # downloaded whole by a fetch that was killed later, but another version
-    if not dest.exists():
+    if remote.reusable(dest, item) is None:
         progress.note(f"source {spec.name}: downloading {remote.shown(item.url)}")
-        remote.download(spec.name, item, dest, progress.note)
+        remote.download(spec.name, item, dest, progress.note, policy)
     return item.name, dest
 
 
@@ -197,6 +232,13 @@ def _safe_name(spec: SourceSpec, name: str) -> str:
     return "/".join(parts)
 
 
+def _kept(listed: list[remote.RemoteFile], files: list[Path]) -> list[remote.RemoteFile]:
+    """The identity of the bytes each download kept (the responses', which may name a newer
+    version than the listing did)."""
+    kept = [remote.finished(path, item.url) for item, path in zip(listed, files, strict=True)]
+    return [k.remote if k is not None else i for k, i in zip(kept, listed, strict=True)]
+
+
 def _remote_record(listed: list[remote.RemoteFile], inputs: list[InputFile]) -> list[Any]:
     """What identifies each remote file: its shown URL, size, ETag, version, date and sha256."""
     return [{**item.identity(), "sha256": i.sha256} for item, i in zip(listed, inputs, strict=True)]
@@ -205,9 +247,18 @@ def _remote_record(listed: list[remote.RemoteFile], inputs: list[InputFile]) -> 
 def _check_remote_unchanged(
     spec: SourceSpec, key: str, record: dict[str, Any], listed: list[remote.RemoteFile]
 ) -> None:
-    """A remote source in the raw cache whose objects changed since is refused, never mixed."""
-    fetched = [{k: v for k, v in r.items() if k != "sha256"} for r in record.get("remote", [])]
-    if fetched != [item.identity() for item in listed]:
+    """A remote source in the raw cache whose objects changed since is refused, never mixed.
+
+    Each listed object is compared with what was fetched like with like: a validator (ETag,
+    version, Last-Modified) or size that both have must be equal, and one must be there on
+    both sides (a glob's listing has no S3 version id; the download recorded one).
+    """
+    fetched = [remote.record_identity(r) for r in record.get("remote", [])]
+    same = len(fetched) == len(listed) and all(
+        f is not None and remote.same_content(f, item)
+        for f, item in zip(fetched, listed, strict=True)
+    )
+    if not same:
         raise DataError(
             f"source {spec.name!r}: {remote.shown(spec.path)} changed since it was fetched into "
             f"raw/{key} (ETag, version, size or file list); give the source a new name or a "
@@ -390,7 +441,8 @@ def _source_record(
     count: int,
     nbytes: int,
 ) -> dict[str, Any]:
-    raw_spec = json.loads(canon(next(s for s in cfg.raw["sources"] if s["name"] == spec.name)))
+    written = next(s for s in cfg.raw["sources"] if s["name"] == spec.name)
+    raw_spec = json.loads(canon(mask_data(written)))  # the spec as written, URL secrets masked
     return {
         "source_key": key,
         "source": spec.name,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,16 @@ StageFn = Callable[[LoadedConfig, Layout, int, Progress, Backend], dict[str, Any
 
 
 def _fetch(
-    cfg: LoadedConfig, layout: Layout, workers: int, progress: Progress, backend: Backend
+    cfg: LoadedConfig,
+    layout: Layout,
+    workers: int,
+    progress: Progress,
+    backend: Backend,
+    refresh: bool = False,
 ) -> dict[str, Any]:
     from corpus_assets.core.stages.fetch import fetch
 
-    result = fetch(cfg, layout, progress)
+    result = fetch(cfg, layout, progress, refresh)
     return {"documents": result.documents, "sources": [asdict(s) for s in result.sources]}
 
 
@@ -66,13 +72,18 @@ def run_stage(
     workers: int | None = None,
     emit: Emit = silent,
     backend: Backend = LOCAL,
+    refresh: bool = False,
 ) -> dict[str, Any]:
     """Run `stage` for the config at `config_path` under data root `root`; return its summary.
 
     `workers` and `backend` say where the stage's tasks run; they never change what is built.
+    `refresh` (fetch only) asks each remote source's server whether it changed since it was
+    fetched into the raw cache.
     """
     if stage not in STAGES:
         raise ConfigError(f"unknown stage {stage!r}; allowed: {', '.join(STAGES)}")
+    if refresh and stage != "fetch":
+        raise ConfigError(f"--refresh is an option of the fetch stage, not of {stage}")
     from corpus_assets.core.stages.preflight import preflight
     from corpus_assets.core.store.arrow import skip_pandas
 
@@ -81,7 +92,8 @@ def run_stage(
     skip_pandas()  # no stage uses pandas: pyarrow's first list would import it (~0.15 s)
     layout = Layout(root.resolve())
     progress = Progress(stage, emit)
-    summary = STAGES[stage](cfg, layout, workers or os.cpu_count() or 1, progress, backend)
+    run: StageFn = partial(_fetch, refresh=True) if refresh else STAGES[stage]
+    summary = run(cfg, layout, workers or os.cpu_count() or 1, progress, backend)
     return {
         "stage": stage,
         "stage_key": cfg.stage_key(stage),

@@ -55,6 +55,7 @@ from corpus_assets.core.store.digests import file_sha256, verify_files
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.locks import build_lock
 from corpus_assets.core.store.progress import Progress
+from corpus_assets.core.store.secrets import mask_data
 from corpus_assets.core.text import boilerplate
 from corpus_assets.core.text.language import language_id
 from corpus_assets.core.text.normalize import normalize
@@ -348,7 +349,7 @@ def _manifest(
         "partition_key": cfg.partition_key,
         "stage_key": cfg.stage_key("shard"),
         "config_sha256": cfg.sha256,
-        "config": cfg.raw,
+        "config": mask_data(cfg.raw),  # as written, URL secrets masked
         "settings": {
             "filters": m.filters.model_dump(mode="json"),
             "dedup": m.dedup.model_dump(mode="json"),
