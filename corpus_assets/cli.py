@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from corpus_assets.core.errors import EXIT_OK, EXIT_USAGE, CorpusError
-from corpus_assets.core.store.secrets import mask_text
+from corpus_assets.core.secrets import mask_text
 
 STAGE_NAMES = ("fetch", "shard", "tokenize")
 

@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from corpus_assets.core.errors import ConfigError, shown
-from corpus_assets.core.store.secrets import has_masks, mask_data
+from corpus_assets.core.secrets import has_masks, mask_data
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 NAME_RULE = "allowed: lowercase letters, digits, '.', '_', '-' (1-64, starting alphanumeric)"

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from corpus_assets.core.store.secrets import mask_data, mask_text
+from corpus_assets.core.secrets import mask_data, mask_text
 
 PIPES_CONTEXT_ENV = "DAGSTER_PIPES_CONTEXT"
 Metadata = dict[str, dict[str, Any]]

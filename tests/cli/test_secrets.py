@@ -24,7 +24,7 @@ from support.processes import stop_group
 from support.servers import free_port
 from support.waiting import wait_for
 
-from corpus_assets.core.store.secrets import digest_mask, mask_data, mask_text, mask_url
+from corpus_assets.core.secrets import digest_mask, mask_data, mask_text, mask_url
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "examples" / "tiny" / "docs.jsonl"
@@ -84,6 +84,15 @@ def test_the_mask_is_a_digest_prefix_that_tells_two_secrets_apart() -> None:
     assert leaks(mask_text(line)) == [] and mask_text(line).startswith(f"GET {masked} failed")
     assert mask_data({"a": [url, 1, None]}) == {"a": [masked, 1, None]}
     assert digest_mask("one") != digest_mask("two")
+
+
+def test_a_url_urlsplit_refuses_is_masked_by_its_shape_and_a_template_is_kept() -> None:
+    assert mask_url("http://u:hunter2@[zz/x?k=v") == (
+        f"http://u:{digest_mask('hunter2')}@[zz/x?k={digest_mask('v')}"
+    )
+    template = "postgresql+psycopg2://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
+    line = f"--instance: not a database URL; expected {template}"
+    assert mask_text(line) == line  # `[` cannot be in a password: no secret there
 
 
 @pytest.mark.timeout(420)

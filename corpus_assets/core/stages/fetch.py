@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from corpus_assets.core.config import LoadedConfig, SourceSpec, canon
 from corpus_assets.core.errors import DataError
+from corpus_assets.core.secrets import mask_data
 from corpus_assets.core.store import ledger, parallel, remote
 from corpus_assets.core.store.atomic import fresh_dir, publish_dir, remove_tree, write_json
 from corpus_assets.core.store.digests import file_sha256
@@ -26,7 +27,6 @@ from corpus_assets.core.store.locks import hold
 from corpus_assets.core.store.progress import Progress
 from corpus_assets.core.store.records import load_object, require, require_files
 from corpus_assets.core.store.remote import is_remote
-from corpus_assets.core.store.secrets import mask_data
 from corpus_assets.core.store.sources import (
     Dropped,
     InputFile,

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus_assets.core.errors import ConfigError, DataError
+from corpus_assets.core.secrets import mask_data
 from corpus_assets.core.stages.report_data import (
     common_bins,
     lengths_after,
@@ -40,7 +41,6 @@ from corpus_assets.core.stages.tokenize_verify import verify_tokens
 from corpus_assets.core.store.atomic import MANIFEST, dump_json, write_bytes
 from corpus_assets.core.store.layout import tokenizer_slug
 from corpus_assets.core.store.records import load_object
-from corpus_assets.core.store.secrets import mask_data
 
 REPORT = "REPORT.md"
 REPORT_JSON = "report.json"

@@ -27,6 +27,7 @@ from typing import Any
 
 from corpus_assets.core.config import LANGUAGE_MODEL, LoadedConfig
 from corpus_assets.core.errors import ConfigError, DataError, UpstreamMissing
+from corpus_assets.core.secrets import mask_data
 from corpus_assets.core.stages.backend import LOCAL, Backend
 from corpus_assets.core.stages.ray_tasks import RaySession, ray_or_local
 from corpus_assets.core.stages.screen_index import Screens, prepare
@@ -55,7 +56,6 @@ from corpus_assets.core.store.digests import file_sha256, verify_files
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.locks import build_lock
 from corpus_assets.core.store.progress import Progress
-from corpus_assets.core.store.secrets import mask_data
 from corpus_assets.core.text import boilerplate
 from corpus_assets.core.text.language import language_id
 from corpus_assets.core.text.normalize import normalize

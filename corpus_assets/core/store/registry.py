@@ -3,7 +3,7 @@
 `<hash12>.json` holds the canonical form (so it hashes to itself); `<hash12>.origin.json` records
 the original file and its folder, so relative source paths still resolve there. A config with
 secrets in its source URLs (query values, a password) is kept with them masked
-(`core/store/secrets.py`): it no longer hashes to itself, and loading it reads the original file
+(`core/secrets.py`): it no longer hashes to itself, and loading it reads the original file
 again, which must still be the same config (a ConfigError else).
 """
 
@@ -16,9 +16,9 @@ from pathlib import Path
 
 from corpus_assets.core.config import ORIGIN_SUFFIX, LoadedConfig, load_config
 from corpus_assets.core.errors import ConfigError
+from corpus_assets.core.secrets import has_masks
 from corpus_assets.core.store.atomic import write_bytes, write_json
 from corpus_assets.core.store.layout import Layout
-from corpus_assets.core.store.secrets import has_masks
 
 PARTITION_KEY = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}-[a-z0-9][a-z0-9._-]{0,63}-[0-9a-f]{12}$")
 

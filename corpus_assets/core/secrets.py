@@ -25,7 +25,11 @@ def digest_mask(secret: str) -> str:
 
 def mask_url(url: str) -> str:
     """`url` with every query value and the password replaced by its digest mask."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (a netloc urlsplit cannot read raises here, not below)
+    except ValueError:  # not a URL urlsplit reads (`[` in the host): masked by its shape
+        return _mask_unparsed(url)
     if not parts.query and parts.password is None:
         return url
     query = "&".join(_mask_pair(pair) for pair in parts.query.split("&"))
@@ -35,6 +39,18 @@ def mask_url(url: str) -> str:
         name = user.partition(":")[0]
         netloc = f"{name}:{_masked(user.partition(':')[2])}@{host}"
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+_USERINFO = re.compile(r"(?P<head>^[^/]*//[^/@:?#\[\]]*:)(?P<password>[^/@?#\[\]]*)(?P<at>@)")
+"""A password in the user information of a URL; `[` and `]` cannot be in it (RFC 3986), so a
+template such as `USER[:PASSWORD]@HOST` in a message has none."""
+
+
+def _mask_unparsed(url: str) -> str:
+    """A URL that urlsplit refuses, its password and query values masked all the same."""
+    url = _USERINFO.sub(lambda m: m["head"] + _masked(m["password"]) + m["at"], url, count=1)
+    head, mark, query = url.partition("?")
+    return head + mark + "&".join(_mask_pair(pair) for pair in query.split("&")) if mark else url
 
 
 def _mask_pair(pair: str) -> str:
