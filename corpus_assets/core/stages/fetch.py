@@ -131,14 +131,13 @@ def fetch_source(
             else None
         )
         if listed is not None:
-            digests = _Digests(
-                parallel.download_all(
-                    spec.name,
-                    listed,
-                    lambda item, p: _download(spec, item, downloads, p, policy),
-                    progress,
-                )
+            got = parallel.download_all(
+                spec.name,
+                listed,
+                lambda item, p: _download(spec, item, downloads, p, policy),
+                progress,
             )
+            digests = _Digests([(item.name, d.path) for item, d in zip(listed, got, strict=True)])
             files = digests.files
             inputs = digests.inputs() if spec.sha256 is not None else None
         else:
@@ -173,7 +172,7 @@ def fetch_source(
         record = _source_record(cfg, spec, key, inputs, parts, count, nbytes)
         record["dropped"] = {"too_large": dropped.too_large}
         if listed is not None:
-            record["remote"] = _remote_record(_kept(listed, files or []), inputs)
+            record["remote"] = _remote_record([d.remote for d in got], inputs)
         write_json(staging / SOURCE_FILE, record)
         publish_dir(staging, final)
         remove_tree(downloads)  # the documents are in the raw parts now
@@ -187,15 +186,13 @@ def _download(
     folder: Path,
     progress: Progress,
     policy: remote.RetryPolicy,
-) -> tuple[str, Path]:
+) -> remote.Downloaded:
     """A listed remote file in `folder`: a finished download of the same identity (left by a
-    fetch killed later) as it is, else downloaded (resuming a killed fetch's part); its name
-    and path."""
+    fetch killed later) as it is, else downloaded (resuming a killed fetch's part), with the
+    identity of the bytes kept."""
     dest = folder / _safe_name(spec, item.name)
-    if remote.reusable(dest, item) is None:
-        progress.note(f"source {spec.name}: downloading {remote.shown(item.url)}")
-        remote.download(spec.name, item, dest, progress.note, policy)
-    return item.name, dest
+    done = remote.reusable(dest, item)
+    return done or remote.download(spec.name, item, dest, progress.note, policy)
 
 
 class _Digests:
@@ -230,13 +227,6 @@ def _safe_name(spec: SourceSpec, name: str) -> str:
     if not parts or ".." in parts:
         raise DataError(f"source {spec.name!r}: remote object name {name!r} is not a safe path")
     return "/".join(parts)
-
-
-def _kept(listed: list[remote.RemoteFile], files: list[Path]) -> list[remote.RemoteFile]:
-    """The identity of the bytes each download kept (the responses', which may name a newer
-    version than the listing did)."""
-    kept = [remote.finished(path, item.url) for item, path in zip(listed, files, strict=True)]
-    return [k.remote if k is not None else i for k, i in zip(kept, listed, strict=True)]
 
 
 def _remote_record(listed: list[remote.RemoteFile], inputs: list[InputFile]) -> list[Any]:

@@ -2,15 +2,14 @@
 
 A source of many small objects (an S3 prefix of 2,000 files) is bound by round trips, not by
 bandwidth: `WORKERS` downloads at once keep the connection pool busy. What the downloads say
-goes through one lock (lines never interleave); their per-file "downloading URL" lines are
-summed up in one line instead: the count, bytes and rate so far, at most every `progress.every`
-seconds (the stage's heartbeat), and one line when all are done. The first download that
+goes through one lock (lines never interleave), and their progress is summed up in one line:
+the count, bytes and rate so far, at most every `progress.every` seconds (the stage's
+heartbeat), and one line when all are done. The first download that
 fails stops the ones not started; its error is raised once the running ones end.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -22,11 +21,10 @@ from corpus_assets.core.store.remote import RemoteFile
 
 WORKERS = 16
 T = TypeVar("T")
-_PER_FILE = re.compile(r"source .*: downloading [a-z0-9+]+://")
 
 
 class _Shared(Progress):
-    """A Progress the downloads share: notes under a lock, per-file start lines dropped."""
+    """A Progress the downloads share: notes under a lock."""
 
     def __init__(self, outer: Progress) -> None:
         super().__init__(outer.stage, outer.emit, outer.every)
@@ -34,8 +32,6 @@ class _Shared(Progress):
         self.lock = threading.Lock()
 
     def note(self, message: str) -> None:
-        if _PER_FILE.match(message):
-            return
         with self.lock:
             self.outer.note(message)
 
