@@ -209,8 +209,9 @@ def read_jsonl(path: Path, spec: SourceSpec, dropped: Dropped | None = None) -> 
     `max_document_bytes` is read past in pieces, never held whole, and counted in `dropped`."""
     dropped = Dropped() if dropped is None else dropped
     with open_input(path) as fh:
-        lines = bounded_lines(fh, spec.max_document_bytes)
-        for lineno, line in enumerate(lines, start=1):
+        lineno = 0  # not enumerate(): its reused result tuple would hold the line's bytes
+        for line in bounded_lines(fh, spec.max_document_bytes):
+            lineno += 1
             if line is None:
                 dropped.too_large_at(f"{path}:{lineno}")
                 continue
