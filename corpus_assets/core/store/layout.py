@@ -165,6 +165,15 @@ class Layout:
             / cfg.hash12
         )
 
+    @property
+    def classifiers(self) -> Path:
+        return self.root / "classifiers"
+
+    def classifier(self, key: str) -> Path:
+        """The folder of one trained quality classifier, by its partition key `<name>-<hash12>`:
+        `model.bin` and `MANIFEST.json` (written last)."""
+        return self.classifiers / key
+
     def work(self, cfg: LoadedConfig, stage: str) -> Path:
         return self.work_root / cfg.hash12 / stage
 
