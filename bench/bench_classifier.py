@@ -1,0 +1,228 @@
+"""A fastText quality classifier: agreement with datatrove, the shard stage's cost, training time.
+
+    python bench/bench_classifier.py [--mb 20] [--workers 2] [--train 100000]
+        [--out bench/out/classifier] [--check]
+
+1. Training: a fastText supervised model (word bigrams, dim 64, 5 epochs, one thread, seed 0:
+   the classifier defaults) on `--train` examples: `hq` are the real stories and scenes of
+   `data/` (drawn with replacement), `cc` are texts of bench/make_corpus.py's Markov chains
+   and its junk. Reported: the seconds `train_supervised` takes, and the model's sha256 for
+   two trainings in a row (equal: the same examples and settings give the same bytes).
+2. Agreement: the documents of a benchmark corpus (bench/make_corpus.py, `--mb`) scored by
+   our `Scorer` (core/text/quality.py) and filtered by datatrove's `FastTextClassifierFilter`
+   on the same model file, `keep_labels=("hq", t)`, for thresholds t of 0.1, 0.5 and 0.9:
+   keep/drop agreement, and every disagreement with both scores. datatrove replaces newlines
+   with `newline_replacement`, "" by default (it joins the last word of a line to the first
+   of the next); we give it " ", as DCLM's scorer does, and also report its default.
+3. Cost: the shard stage (`corpus run --stage shard`, `--workers`) on the same corpus without
+   a classifier and with `[[filters.classifiers]]` (the model, `min_score = 0.5`): CPU seconds
+   of each (the stage and its workers), and their ratio. Goal <= 1.3x.
+
+A table goes to stderr, one JSON line to stdout. With --check it exits 1 when agreement at
+0.5 is under 99.9 % or the cost ratio over 1.3x. Needs the `bench` extra (datatrove).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+
+import make_corpus  # noqa: E402
+
+from corpus_assets.core.text.quality import Scorer, classifier_text  # noqa: E402
+
+THRESHOLDS = (0.1, 0.5, 0.9)
+AGREEMENT_GOAL = 0.999
+COST_GOAL = 1.3
+SETTINGS = {"wordNgrams": 2, "dim": 64, "epoch": 5, "lr": 0.1, "minCount": 1, "seed": 0}
+
+
+def examples(n: int, seed: int = 0) -> list[str]:
+    """`n` fastText lines, half `hq` (real text), half `cc` (Markov text and junk)."""
+    rng = random.Random(seed)
+    real_stories, real_scenes = make_corpus.stories(), make_corpus.scenes()
+    real = real_stories + real_scenes
+    chains = {"stories": make_corpus.Markov(real_stories), "plays": make_corpus.Markov(real_scenes)}
+    lines = []
+    for i in range(n):
+        if i % 2 == 0:
+            text, label = rng.choice(real), "hq"
+        elif rng.random() < 0.2:
+            text, label = make_corpus.junk(rng, real_stories)[1], "cc"
+        else:
+            chain = chains["plays" if rng.random() < 0.4 else "stories"]
+            text, label = chain.generate(rng, rng.choice([60, 120, 200])), "cc"
+        lines.append(f"__label__{label} {classifier_text(text)}")
+    rng.shuffle(lines)
+    return lines
+
+
+def train(lines: list[str], folder: Path) -> tuple[Path, float, list[str]]:
+    """The model trained twice on `lines`; its path, the first training's seconds, both sha256."""
+    import fasttext  # type: ignore[import-untyped]
+
+    folder.mkdir(parents=True, exist_ok=True)
+    data = folder / "train.txt"
+    data.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    digests, seconds = [], 0.0
+    for n in range(2):
+        start = time.perf_counter()
+        model = fasttext.train_supervised(str(data), thread=1, verbose=0, **SETTINGS)
+        seconds = seconds or time.perf_counter() - start
+        path = folder / f"model-{n}.bin"
+        model.save_model(str(path))
+        digests.append(hashlib.sha256(path.read_bytes()).hexdigest())
+    return folder / "model-0.bin", seconds, digests
+
+
+def documents(folder: Path) -> list[dict[str, str]]:
+    docs = []
+    for part in sorted(folder.glob("part-*.jsonl")):
+        docs.extend(json.loads(line) for line in part.read_text(encoding="utf-8").splitlines())
+    return docs
+
+
+def agreement(model: Path, docs: list[dict[str, str]]) -> dict[str, Any]:
+    """Our keep/drop against datatrove's, per threshold (and datatrove's default newlines)."""
+    from datatrove.data import Document
+    from datatrove.pipeline.filters import FastTextClassifierFilter
+
+    ours = Scorer(model, "hq").many([d["text"] for d in docs])
+    out: dict[str, Any] = {"documents": len(docs)}
+    for replacement, name in ((" ", "space"), ("", "datatrove_default")):
+        for t in THRESHOLDS:
+            theirs = FastTextClassifierFilter(
+                str(model),
+                keep_labels=("hq", t),
+                newline_replacement=replacement,
+                save_labels_in_metadata=True,
+            )
+            differ = []
+            for doc, score in zip(docs, ours, strict=True):
+                d = Document(text=doc["text"], id=doc["id"])
+                kept = bool(theirs.filter(d))
+                if kept != (score >= t):
+                    differ.append(
+                        {"id": doc["id"], "ours": score, "datatrove": d.metadata["__label__hq"]}
+                    )
+            key = f"{name}@{t}"
+            out[key] = {"agreement": 1 - len(differ) / len(docs), "disagreements": differ[:20]}
+    return out
+
+
+def corpus(*args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "corpus_assets.cli", *args]
+    proc = subprocess.run(
+        cmd, text=True, capture_output=True, env={**os.environ, "PYTHONPATH": str(REPO)}
+    )
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr}")
+    return proc
+
+
+def write_config(path: Path, source: Path, version: str, model: Path | None) -> Path:
+    text = (
+        f'dataset = "bench"\nversion = "{version}"\ntokenizer = {{id = "bytes"}}\n'
+        f'[[sources]]\nname = "bench"\nkind = "jsonl"\npath = "{source}/part-*.jsonl"\n'
+        'id_field = "id"\nlicense = "cc-by-4.0"\n'
+    )
+    if model is not None:
+        text += (
+            f'[[filters.classifiers]]\nname = "hq"\nmodel = "{model}"\nlabel = "hq"\n'
+            "min_score = 0.5\n"
+        )
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def shard_cpu(config: Path, root: Path, workers: int) -> tuple[float, float]:
+    """CPU seconds (the stage and its children) and wall seconds of one shard stage."""
+    corpus("run", "--stage", "fetch", "--config", str(config), "--root", str(root))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    corpus(
+        "run", "--stage", "shard", "--config", str(config), "--root", str(root),
+        "--workers", str(workers),
+    )  # fmt: skip
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall
+
+
+def cost(out: Path, source: Path, model: Path, workers: int, runs: int) -> dict[str, Any]:
+    """The shard stage's CPU without and with the classifier, alternating, best of `runs`."""
+    times: dict[str, list[tuple[float, float]]] = {"without": [], "with": []}
+    for n in range(runs):
+        for name, m in (("without", None), ("with", model)):
+            root = out / f"root-{name}"
+            shutil.rmtree(root, ignore_errors=True)
+            config = write_config(out / f"{name}.toml", source, name, m)
+            times[name].append(shard_cpu(config, root, workers))
+            if n == runs - 1:
+                shutil.rmtree(root, ignore_errors=True)
+    best = {k: min(v) for k, v in times.items()}
+    return {
+        "cpu_s": {k: round(v[0], 2) for k, v in best.items()},
+        "wall_s": {k: round(v[1], 2) for k, v in best.items()},
+        "cpu_ratio": round(best["with"][0] / best["without"][0], 3),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    ap.add_argument("--mb", type=float, default=20.0, help="benchmark corpus size, MB")
+    ap.add_argument("--train", type=int, default=100_000, help="training examples")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "classifier")
+    ap.add_argument("--check", action="store_true")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    load = os.getloadavg()
+    model, train_s, digests = train(examples(args.train), args.out / "model")
+    source = args.out / f"corpus-{args.mb:g}mb"
+    if not (source / "truth.json").exists():
+        make_corpus.write(make_corpus.build(args.mb, 0), source, 8, args.mb)
+    docs = documents(source)
+    os.environ.setdefault("HF_HOME", str(args.out / "hf"))  # datatrove's copy of the model
+    agree = agreement(model, docs)
+    spend = cost(args.out, source, model, args.workers, args.runs)
+    result = {
+        "load_average_before": load,
+        "train_examples": args.train,
+        "train_s": round(train_s, 2),
+        "same_model_bytes": digests[0] == digests[1],
+        "model_sha256": digests[0],
+        "agreement": agree,
+        "cost": spend,
+    }
+    print(f"training {args.train:,} examples: {train_s:.1f} s", file=sys.stderr)
+    for key, value in agree.items():
+        if isinstance(value, dict):
+            print(f"agreement {key:24} {value['agreement']:.5f}", file=sys.stderr)
+    print(f"shard CPU with / without: {spend['cpu_ratio']}x {spend['cpu_s']}", file=sys.stderr)
+    print(json.dumps(result))
+    problems = []
+    if agree["space@0.5"]["agreement"] < AGREEMENT_GOAL:
+        problems.append(f"agreement {agree['space@0.5']['agreement']:.5f} < {AGREEMENT_GOAL}")
+    if spend["cpu_ratio"] > COST_GOAL:
+        problems.append(f"shard CPU {spend['cpu_ratio']}x > {COST_GOAL}x")
+    if args.check and problems:
+        sys.exit("; ".join(problems))
+
+
+if __name__ == "__main__":
+    main()
