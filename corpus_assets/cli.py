@@ -206,6 +206,51 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_classifier_train(args: argparse.Namespace) -> int:
+    """`corpus classifier train CONFIG`: train and publish a quality classifier (a published
+    one of the same config is kept)."""
+    from corpus_assets.core.classifier_config import load_classifier_config
+    from corpus_assets.core.stages.classifier import train
+    from corpus_assets.core.store.layout import Layout
+    from corpus_assets.core.store.progress import Progress
+    from corpus_assets.resources.stage_report import pipes_if_launched
+
+    cfg = load_classifier_config(args.config)  # a bad config fails before the data root
+    root = _root(args)
+    with pipes_if_launched() as pipes:
+        emit = _emit if pipes is None else pipes.tee(_emit)
+        result = train(cfg, Layout(root.resolve()), Progress("classifier", emit), args.refresh)
+    m = result.manifest
+    v = m["validation"]
+    summary = {
+        "partition_key": result.partition_key,
+        "folder": str(result.folder),
+        "model_sha256": result.model_sha256,
+        "already_trained": result.cached,
+        "labels": m["labels"],
+        "positive_label": m["positive_label"],
+        "examples": {c: m["examples"][c] for c in ("positive", "negative")},
+        "validation": {k: v[k] for k in ("threshold", "precision", "recall", "roc_auc")},
+    }
+    if args.json:
+        _print_json(summary)
+        return EXIT_OK
+    counts = ", ".join(
+        f"{c} {n['train']:,} train / {n['validation']:,} validation"
+        for c, n in summary["examples"].items()
+    )
+    scores = ", ".join(
+        f"{k} {'n/a' if v[k] is None else f'{v[k]:.4f}'}"
+        for k in ("precision", "recall", "roc_auc")
+    )
+    print(f"partition key  {result.partition_key}{' (already trained)' if result.cached else ''}")
+    print(f"model          {result.folder / m['model']['name']}")
+    print(f"model sha256   {result.model_sha256}")
+    print(f"examples       {counts}")
+    print(f"validation     {scores} (at {v['threshold']})")
+    return EXIT_OK
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     from corpus_assets.build import driver
 
@@ -464,6 +509,7 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("path", help="a shards or tokens _MANIFEST.json, or its folder")
     rp.set_defaults(func=cmd_report)
     _add_tasks_command(sub)
+    _add_classifier_command(sub)
     e = sub.add_parser(
         "export-hf", help="export a corpus build or a task snapshot as a Hugging Face dataset"
     )
@@ -505,6 +551,21 @@ def _add_tasks_command(sub: Any) -> None:
         "the partition's lock (default: $CORPUS_ROOT, else ./corpus-data)",
     )
     t.set_defaults(func=cmd_tasks)
+
+
+def _add_classifier_command(sub: Any) -> None:
+    c = sub.add_parser("classifier", help="quality classifiers (fastText) for corpus filters")
+    csub = c.add_subparsers(dest="action", required=True, metavar="ACTION")
+    t = csub.add_parser(
+        "train",
+        help="fetch a classifier config's examples, train it, and publish "
+        "classifiers/<name>-<hash12>/ (model.bin, MANIFEST.json) under the data root",
+    )
+    t.add_argument("config", help="classifier config file (.toml or .json)")
+    _add_root(t)
+    _add_refresh(t)
+    t.add_argument("--json", action="store_true", help="print one JSON object for scripts")
+    t.set_defaults(func=cmd_classifier_train)
 
 
 def _add_refresh(p: argparse.ArgumentParser) -> None:
