@@ -1,0 +1,63 @@
+"""Registered classifier configs as a resource, and registering one as a partition."""
+
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from corpus_assets.core.classifier_config import LoadedClassifierConfig
+from corpus_assets.core.errors import EXIT_USAGE, ConfigError
+from corpus_assets.core.store import classifier_registry
+from corpus_assets.core.store.layout import Layout
+from corpus_assets.instance.partitions import add_partition
+from corpus_assets.resources.partitions import CLASSIFIER_CONFIGS
+from corpus_assets.resources.paths import CorpusPaths
+
+
+class ClassifierConfigStore(dg.ConfigurableResource["ClassifierConfigStore"]):
+    """Classifier configs registered under `<root>/classifier-configs/`, one per
+    `classifier_configs` partition."""
+
+    paths: dg.ResourceDependency[CorpusPaths]
+
+    def file_for(self, partition_key: str) -> Path:
+        """The registered config file of a partition; a non-retryable failure if absent."""
+        try:
+            return classifier_registry.path_for(self.paths.root_path(), partition_key)
+        except ConfigError as exc:
+            raise dg.Failure(
+                str(exc), metadata={"exit_code": EXIT_USAGE}, allow_retries=False
+            ) from None
+
+    def folder_for(self, partition_key: str) -> Path:
+        """`<root>/classifiers/<key>/`: the trained model and its manifest."""
+        return self.paths.layout().classifier(partition_key)
+
+    def load(self, partition_key: str) -> LoadedClassifierConfig:
+        try:
+            return classifier_registry.load(self.paths.root_path(), partition_key)
+        except ConfigError as exc:
+            raise dg.Failure(str(exc), allow_retries=False) from None
+
+    def register(self, config_file: Path) -> classifier_registry.RegisteredClassifier:
+        return classifier_registry.register(config_file, self.paths.root_path())
+
+
+def register_classifier(
+    config_file: Path, root: Path, instance: dg.DagsterInstance
+) -> dict[str, Any]:
+    """Store a classifier config under the data root, add its `classifier_configs` partition;
+    what `corpus register` prints."""
+    root = root.resolve()
+    registered = classifier_registry.register(config_file, root)
+    key = registered.config.partition_key
+    add_partition(instance, CLASSIFIER_CONFIGS, key)
+    return {
+        "kind": "classifier",
+        "partition_key": key,
+        "config_sha256": registered.config.sha256,
+        "config": str(registered.path.relative_to(root)),
+        "model_folder": str(Layout(root).classifier(key)),
+        "root": str(root),
+        "dagster_home": instance.root_directory,
+    }
