@@ -126,6 +126,16 @@ def _task_config(args: argparse.Namespace) -> bool:
 
 
 def cmd_register(args: argparse.Namespace) -> int:
+    from corpus_assets.core.store.classifier_registry import is_classifier_config
+
+    if is_classifier_config(Path(args.file)):
+        from corpus_assets.build import driver
+        from corpus_assets.resources.classifier_configs import register_classifier
+
+        root = _root(args)
+        instance = driver.instance_for(root, _instance_url(args))
+        _print_json(register_classifier(Path(args.file), root, instance))
+        return EXIT_OK
     if _task_config(args):
         from corpus_assets.build import driver
 
