@@ -18,6 +18,7 @@ one thread and a fixed `seed`, the model file is the same to the byte on every r
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -34,6 +35,7 @@ from pydantic import (
 )
 
 from corpus_assets.core.config import (
+    NAME_PATTERN,
     ORIGIN_SUFFIX,
     CorpusConfig,
     LoadedConfig,
@@ -48,13 +50,15 @@ from corpus_assets.core.config import (
 )
 from corpus_assets.core.errors import ConfigError, shown
 from corpus_assets.core.secrets import has_masks, mask_data
-from corpus_assets.core.store.registry import PARTITION_KEY
 
 CLASSIFIER_NAME = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 CLASSIFIER_NAME_RULE = "allowed: lowercase letters, digits, '_', '-' (1-64, starting alphanumeric)"
 LABEL = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 CLASSIFIER_KEY = r"^[a-z0-9][a-z0-9_-]{0,63}-[0-9a-f]{12}$"
 """A classifier partition key: `<name>-<hash12>`."""
+_NAME = NAME_PATTERN.removeprefix("^").removesuffix("$")
+CORPUS_KEY = re.compile(rf"^{_NAME}-{_NAME}-[0-9a-f]{{12}}$")
+"""A corpus partition key, `<dataset>-<version>-<hash12>` (the registry's form)."""
 DEFAULT_MAX_EXAMPLES = 100_000
 CLASSES = ("positive", "negative")
 
@@ -72,7 +76,7 @@ class ShardsSource(_Section):
     @field_validator("shards")
     @classmethod
     def _partition_key(cls, value: str) -> str:
-        if not PARTITION_KEY.match(value):
+        if not CORPUS_KEY.match(value):
             raise ValueError(
                 f"{shown(value)} is not a corpus partition key; expected <dataset>-<version>-"
                 "<hash12> (what `corpus register` prints)"

@@ -6,6 +6,7 @@ import json
 import random
 import string
 from pathlib import Path
+from typing import Any
 
 MENU = ["Home", "About us", "Contact", "Shop", "Blog", "FAQ", "Login", "Register", "Cart", "Help"]
 BANNERS = [
@@ -50,3 +51,43 @@ def write_junk(path: Path, count: int, seed: int = 0) -> Path:
         for i in range(count):
             fh.write(json.dumps({"id": f"junk-{i:05d}", "text": junk_document(rng)}) + "\n")
     return path
+
+
+REPO = Path(__file__).resolve().parents[2]
+STORIES = REPO / "data" / "tinystories" / "TinyStoriesV2-GPT4-train.head10000lines.txt"
+SMALL_MODEL = {"dim": 16, "bucket": 20_000}
+"""fastText settings that keep a test's model small (a few MB) and its training quick."""
+
+
+def stories_source(name: str = "tinystories") -> dict[str, Any]:
+    """The repository's TinyStories sample as a classifier example source (1,728 documents)."""
+    return {
+        "name": name,
+        "kind": "text",
+        "path": str(STORIES),
+        "separator": "<|endoftext|>",
+        "license": "cdla-sharing-1.0",
+    }
+
+
+def junk_source(path: Path, name: str = "junk") -> dict[str, Any]:
+    """A JSONL file of `write_junk` as a classifier example source."""
+    return {
+        "name": name,
+        "kind": "jsonl",
+        "path": str(path),
+        "id_field": "id",
+        "license": "cc0-1.0",
+    }
+
+
+def stories_vs_junk(folder: Path, junk: int = 1500, **settings: Any) -> dict[str, Any]:
+    """A classifier config: TinyStories (positive) against `junk` generated pages (negative)
+    written into `folder`, with small fastText settings; `settings` are set over it."""
+    config: dict[str, Any] = {
+        "name": "stories-vs-junk",
+        "positive": [stories_source()],
+        "negative": [junk_source(write_junk(folder / "junk.jsonl", junk))],
+        "training": dict(SMALL_MODEL),
+    }
+    return {**config, **settings}

@@ -19,9 +19,6 @@ import contextlib
 import hashlib
 import heapq
 import json
-import os
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
@@ -39,6 +36,7 @@ from corpus_assets.core.classifier_config import (
 from corpus_assets.core.config import SourceSpec
 from corpus_assets.core.errors import ConfigError, DataError, UpstreamMissing
 from corpus_assets.core.secrets import mask_data
+from corpus_assets.core.stages.classifier_fit import fit
 from corpus_assets.core.stages.fetch import SOURCE_FILE, fetch
 from corpus_assets.core.stages.preflight import source_problems
 from corpus_assets.core.stages.shard_verify import verify_shards
@@ -346,45 +344,20 @@ def _train_in(
 def _fit(
     cfg: LoadedClassifierConfig, train_file: Path, model_path: Path, progress: Progress
 ) -> None:
-    """Train in a thread (fastText lets go of the GIL) while this one says it still runs: a
-    long training is not taken for a hung stage."""
-    import fasttext  # type: ignore[import-untyped]
-
     t = cfg.model.training
-    out: list[Any] = []
-
-    def run() -> None:
-        try:
-            out.append(
-                fasttext.train_supervised(
-                    input=str(train_file),
-                    wordNgrams=t.word_ngrams,
-                    dim=t.dim,
-                    epoch=t.epoch,
-                    lr=t.lr,
-                    minCount=t.min_count,
-                    bucket=t.bucket,
-                    seed=t.seed,
-                    loss="softmax",
-                    thread=1,
-                    verbose=0,
-                )
-            )
-        except BaseException as exc:  # raised again in the stage's thread
-            out.append(exc)
-
-    start = time.monotonic()
-    worker = threading.Thread(target=run, name="fasttext-train", daemon=True)
-    worker.start()
-    worker.join(progress.every)
-    while worker.is_alive():
-        progress.note(f"training: {time.monotonic() - start:,.0f} s")
-        worker.join(progress.every)
-    if isinstance(out[0], BaseException):
-        raise out[0]
-    out[0].save_model(str(model_path))  # in the staging folder; published by rename
-    with open(model_path, "rb+") as fh:
-        os.fsync(fh.fileno())
+    settings = {
+        "wordNgrams": t.word_ngrams,
+        "dim": t.dim,
+        "epoch": t.epoch,
+        "lr": t.lr,
+        "minCount": t.min_count,
+        "bucket": t.bucket,
+        "seed": t.seed,
+        "loss": "softmax",
+        "thread": 1,
+        "verbose": 0,
+    }
+    fit(settings, str(train_file), str(model_path), progress.note, progress.every)
 
 
 def _counts(kept: _Class) -> dict[str, int]:
