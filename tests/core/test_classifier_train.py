@@ -131,8 +131,11 @@ def test_a_trained_classifier_is_kept_and_a_damaged_one_trained_again(
 ) -> None:
     config, first, _ = trained
     root = first.folder.parents[1]
+    junk = config.parent / "junk.jsonl"
+    junk.rename(junk.with_suffix(".away"))  # a trained classifier needs its sources no more
     lines: list[str] = []
     again = _train(config, root, lines)
+    junk.with_suffix(".away").rename(junk)
     assert again.cached and again.model_sha256 == first.model_sha256
     assert any("already trained" in line for line in lines)
     assert not any(line.startswith("fetch") for line in lines)  # nothing fetched or read

@@ -33,7 +33,7 @@ from corpus_assets.core.classifier_config import (
     LoadedClassifierConfig,
     ShardsSource,
 )
-from corpus_assets.core.config import SourceSpec
+from corpus_assets.core.config import LoadedConfig, SourceSpec
 from corpus_assets.core.errors import ConfigError, DataError, UpstreamMissing
 from corpus_assets.core.secrets import mask_data
 from corpus_assets.core.stages.classifier_fit import fit
@@ -119,30 +119,43 @@ def train(
     """
     key = cfg.partition_key
     final = layout.classifier(key)
-    view = cfg.fetch_view()
-    problems = source_problems(view) if view.model.sources else []
-    if problems:
-        raise ConfigError("; ".join(problems))
-    shards = {s.name: shards_manifest(layout, s) for s in _shards_sources(cfg)}
-    layout.secure()
-    with build_lock(
-        layout.stage_lock(cfg.hash12, "classifier"), f"classifier {key}", progress.note
-    ):
-        done = published(final)
-        if done is not None:
-            progress.note(f"classifier {key} already trained ({done['model']['sha256'][:12]})")
-            return TrainResult(key, final, done, cached=True)
-        fetched = fetch(view, layout, Progress("fetch", progress.emit), refresh).sources
-        keys = {s.name: r.source_key for s, r in zip(view.model.sources, fetched, strict=True)}
-        classes, read = _read_examples(cfg, layout, keys, shards, progress)
-        work = fresh_dir(layout.work_root / "classifiers" / key)
-        try:
-            manifest = _train_in(cfg, work, classes, read, progress)
-            publish_dir(work / "staging", final)
-        finally:
-            remove_tree(work)  # the training file holds unscrubbed documents
-        progress.note(f"classifier {key} published in {final}")
-        return TrainResult(key, final, manifest, cached=False)
+    done = published(final)  # a trained classifier needs none of its sources any more
+    if done is None:
+        view = cfg.fetch_view()
+        problems = source_problems(view) if view.model.sources else []
+        if problems:
+            raise ConfigError("; ".join(problems))
+        shards = {s.name: shards_manifest(layout, s) for s in _shards_sources(cfg)}
+        layout.secure()
+        lock = layout.stage_lock(cfg.hash12, "classifier")
+        with build_lock(lock, f"classifier {key}", progress.note):
+            done = published(final)  # trained by the holder we waited for
+            if done is None:
+                return _train_and_publish(cfg, layout, view, shards, progress, refresh)
+    progress.note(f"classifier {key} already trained ({done['model']['sha256'][:12]})")
+    return TrainResult(key, final, done, cached=True)
+
+
+def _train_and_publish(
+    cfg: LoadedClassifierConfig,
+    layout: Layout,
+    view: LoadedConfig,
+    shards: dict[str, Path],
+    progress: Progress,
+    refresh: bool,
+) -> TrainResult:
+    key = cfg.partition_key
+    fetched = fetch(view, layout, Progress("fetch", progress.emit), refresh).sources
+    keys = {s.name: r.source_key for s, r in zip(view.model.sources, fetched, strict=True)}
+    classes, read = _read_examples(cfg, layout, keys, shards, progress)
+    work = fresh_dir(layout.work_root / "classifiers" / key)
+    try:
+        manifest = _train_in(cfg, work, classes, read, progress)
+        publish_dir(work / "staging", layout.classifier(key))
+    finally:
+        remove_tree(work)  # the training file holds unscrubbed documents
+    progress.note(f"classifier {key} published in {layout.classifier(key)}")
+    return TrainResult(key, layout.classifier(key), manifest, cached=False)
 
 
 def published(folder: Path) -> dict[str, Any] | None:
