@@ -9,14 +9,22 @@ from __future__ import annotations
 
 import dagster as dg
 
-from corpus_assets.assets import checks, task_checks
+from corpus_assets.assets import checks, quality_model_checks, task_checks
 from corpus_assets.assets.exports import corpus_hf, task_hf
+from corpus_assets.assets.quality_model import quality_model
 from corpus_assets.assets.raw import raw
 from corpus_assets.assets.report import report
 from corpus_assets.assets.shards import shards
 from corpus_assets.assets.task_dataset import task_dataset
 from corpus_assets.assets.tokens import tokens
-from corpus_assets.jobs import corpus_build, corpus_cleanup, corpus_recheck, task_build
+from corpus_assets.jobs import (
+    classifier_train,
+    corpus_build,
+    corpus_cleanup,
+    corpus_recheck,
+    task_build,
+)
+from corpus_assets.resources.classifier_configs import ClassifierConfigStore
 from corpus_assets.resources.configs import ConfigStore
 from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.resources.stage_runner import StageRunner
@@ -34,11 +42,15 @@ def build_defs(
 ) -> dg.Definitions:
     """The corpus graph bound to `paths` (default: root from the environment at run time)."""
     paths = paths or CorpusPaths()
-    assets = [raw, shards, tokens, report, task_dataset, corpus_hf, task_hf]
+    assets = [raw, shards, tokens, report, task_dataset, corpus_hf, task_hf, quality_model]
     return dg.Definitions(
         assets=dg.map_asset_specs(lambda spec: spec.replace_attributes(owners=OWNERS), assets),
-        asset_checks=[*checks.ALL_CHECKS, task_checks.task_dataset_checks],
-        jobs=[corpus_build, task_build, corpus_cleanup, corpus_recheck],
+        asset_checks=[
+            *checks.ALL_CHECKS,
+            task_checks.task_dataset_checks,
+            quality_model_checks.quality_model_checks,
+        ],
+        jobs=[corpus_build, task_build, classifier_train, corpus_cleanup, corpus_recheck],
         sensors=[
             corpus_config_sensor,
             corpus_cleanup_on_failure,
@@ -52,6 +64,7 @@ def build_defs(
             "paths": paths,
             "configs": ConfigStore(paths=paths),
             "task_configs": TaskConfigStore(paths=paths),
+            "classifier_configs": ClassifierConfigStore(paths=paths),
             "stage_runner": stage_runner or StageRunner(),
         },
     )

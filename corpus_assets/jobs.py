@@ -1,5 +1,6 @@
 """The jobs: `corpus_build` (the corpus assets and their checks), `task_build` (the task
-snapshot and its checks), `corpus_recheck` (a built partition's checks again, the partition
+snapshot and its checks), `classifier_train` (a quality classifier and its check),
+`corpus_recheck` (a built partition's checks again, the partition
 picked in the Launchpad) and `corpus_cleanup`."""
 
 import time
@@ -24,9 +25,11 @@ from corpus_assets.resources.stage_runner import StageRunner
 BUILD_JOB = "corpus_build"
 CLEANUP_JOB = "corpus_cleanup"
 TASK_JOB = "task_build"
+CLASSIFIER_JOB = "classifier_train"
 RECHECK_JOB = "corpus_recheck"
 BUILD_ASSETS = dg.AssetSelection.groups("corpus")
 TASK_ASSETS = dg.AssetSelection.groups("tasks")
+CLASSIFIER_ASSETS = dg.AssetSelection.groups("classifiers")
 # Step failures have retry policies; a run retry (when dagster/max_retries is set) is for a crashed
 # run worker only, so a stage that gave up (exit 64/65) is never re-run by it.
 BUILD_TAGS = {"dagster/retry_on_asset_or_op_failure": "false"}
@@ -49,6 +52,15 @@ task_build = dg.define_asset_job(
     tags=BUILD_TAGS,
     description="Run (or resume) one registered task-job config (a task_configs partition) "
     "and check its snapshot.",
+)
+
+classifier_train = dg.define_asset_job(
+    CLASSIFIER_JOB,
+    selection=CLASSIFIER_ASSETS,
+    executor_def=dg.in_process_executor,
+    tags=BUILD_TAGS,
+    description="Train (or keep, when trained) one registered classifier config (a "
+    "classifier_configs partition) and check its model file against its manifest.",
 )
 
 

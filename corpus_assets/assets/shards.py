@@ -4,6 +4,7 @@ from typing import Any
 
 import dagster as dg
 
+from corpus_assets.assets.quality_model import quality_model
 from corpus_assets.assets.raw import raw
 from corpus_assets.assets.step_failure import one_sentence
 from corpus_assets.core.version import CODE_VERSION
@@ -13,12 +14,17 @@ from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.resources.retries import STAGE_RETRY
 from corpus_assets.resources.stage_runner import StageRunner
 
+NO_PARTITIONS = dg.SpecificPartitionsPartitionMapping([])
+
 
 @dg.asset(
     code_version=CODE_VERSION,
     partitions_def=corpus_configs,
     group_name="corpus",
-    deps=[raw],
+    # The edge is lineage only: which model a corpus partition filters with is named in its
+    # config, so no quality_model partition is mapped to it (the default, identity between the
+    # two dynamic partition sets, would make an asset backfill of corpus partitions fail).
+    deps=[raw, dg.AssetDep(quality_model, partition_mapping=NO_PARTITIONS)],
     retry_policy=STAGE_RETRY,
     kinds={"python", "parquet"},
     tags={"corpus/stage": "shard"},

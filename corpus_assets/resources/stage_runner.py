@@ -102,6 +102,14 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
             self._raise_retry_or(context, "tasks", error)
         return self._one_materialization(results, "tasks")
 
+    def run_classifier(
+        self, context: dg.AssetExecutionContext, config_file: Path, root: Path
+    ) -> None:
+        """`corpus classifier train`: train and publish the partition's model (a published one
+        of the same config is kept), or a Failure with the command's one line."""
+        argv = ["classifier", "train", str(config_file), "--root", str(root)]
+        self._run(context, [*argv, "--refresh"] if self.refresh else argv)
+
     def _one_materialization(
         self, results: Sequence[dg.PipesExecutionResult], what: str
     ) -> dg.MaterializeResult[Any]:
@@ -185,7 +193,9 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
 
 
 def _what(args: Sequence[str]) -> str:
-    return f"run --stage {args[2]}" if args[0] == "run" else args[0]
+    if args[0] == "run":
+        return f"run --stage {args[2]}"
+    return " ".join(args[:2]) if args[0] == "classifier" else args[0]
 
 
 def _last_try(context: dg.AssetExecutionContext, stage: str) -> bool:

@@ -1,4 +1,5 @@
-"""The config sensor: configs dropped into the inbox folder become partitions, then builds."""
+"""The config sensor: configs dropped into the inbox folder become partitions, then builds
+(a classifier config: its partition, then its training)."""
 
 import json
 from pathlib import Path
@@ -8,20 +9,23 @@ import dagster as dg
 from corpus_assets.core.config import load_config
 from corpus_assets.core.errors import CorpusError, TransientError
 from corpus_assets.core.stages.preflight import preflight
+from corpus_assets.core.store import classifier_registry
 from corpus_assets.core.store.sources import link_out_of
-from corpus_assets.jobs import corpus_build
+from corpus_assets.jobs import BUILD_JOB, CLASSIFIER_JOB, classifier_train, corpus_build
 from corpus_assets.resources.configs import ConfigStore
-from corpus_assets.resources.partitions import CORPUS_CONFIGS, corpus_configs
+from corpus_assets.resources.partitions import CLASSIFIER_CONFIGS, CORPUS_CONFIGS
 from corpus_assets.resources.paths import CorpusPaths
 
 CONFIG_SUFFIXES = (".toml", ".json")
+PARTITIONS = {BUILD_JOB: CORPUS_CONFIGS, CLASSIFIER_JOB: CLASSIFIER_CONFIGS}
 
 
 @dg.sensor(
     name="corpus_config_sensor",
     description="Registers each new or changed config dropped into <root>/inbox and requests "
-    "one build of it; a config that fails its pre-flight check is logged and skipped.",
-    job=corpus_build,
+    "one build of it (a classifier config: its training); a config that fails its pre-flight "
+    "check is logged and skipped.",
+    jobs=[corpus_build, classifier_train],
     minimum_interval_seconds=10,
     default_status=dg.DefaultSensorStatus.RUNNING,
 )
@@ -38,7 +42,7 @@ def corpus_config_sensor(
         return dg.SkipReason(f"no inbox folder {inbox}")
     seen: dict[str, int] = json.loads(context.cursor) if context.cursor else {}
     current = {p.name: p.stat().st_mtime_ns for p in _configs_in(inbox)}
-    new_keys: list[str] = []
+    new_keys: dict[str, list[str]] = {BUILD_JOB: [], CLASSIFIER_JOB: []}
     retry: list[str] = []
     requests: list[dg.RunRequest] = []
     for name, mtime in sorted(current.items()):
@@ -51,16 +55,16 @@ def corpus_config_sensor(
             )
             continue
         try:
-            preflight(load_config(inbox / name))
-            key = configs.register(inbox / name).config.partition_key
+            job, key = _register(inbox / name, paths, configs)
         except CorpusError as exc:
             context.log.warning(f"{inbox / name}: not registered: {exc}")
             if isinstance(exc, TransientError):
                 retry.append(name)
             continue
-        if not context.instance.has_dynamic_partition(CORPUS_CONFIGS, key) and key not in new_keys:
-            new_keys.append(key)
-        requests.append(dg.RunRequest(run_key=key, partition_key=key))
+        known = context.instance.has_dynamic_partition(PARTITIONS[job], key)
+        if not known and key not in new_keys[job]:
+            new_keys[job].append(key)
+        requests.append(dg.RunRequest(run_key=key, partition_key=key, job_name=job))
         context.log.info(f"{name}: registered as partition {key}")
     cursor = json.dumps({n: m for n, m in current.items() if n not in retry}, sort_keys=True)
     if not requests:
@@ -68,11 +72,22 @@ def corpus_config_sensor(
         return dg.SkipReason(f"no new configs in {inbox}")
     return dg.SensorResult(
         run_requests=requests,
-        dynamic_partitions_requests=[corpus_configs.build_add_request(new_keys)]
-        if new_keys
-        else [],
+        dynamic_partitions_requests=[
+            dg.AddDynamicPartitionsRequest(partitions_def_name=PARTITIONS[job], partition_keys=keys)
+            for job, keys in new_keys.items()
+            if keys
+        ],
         cursor=cursor,
     )
+
+
+def _register(config_file: Path, paths: CorpusPaths, configs: ConfigStore) -> tuple[str, str]:
+    """Register a corpus or classifier config: the job that builds it, and its partition key."""
+    if classifier_registry.is_classifier_config(config_file):
+        registered = classifier_registry.register(config_file, paths.root_path())
+        return CLASSIFIER_JOB, registered.config.partition_key
+    preflight(load_config(config_file))
+    return BUILD_JOB, configs.register(config_file).config.partition_key
 
 
 def _configs_in(folder: Path) -> list[Path]:

@@ -31,6 +31,7 @@ def test_definitions_load() -> None:
         "task_dataset",
         "corpus_hf",
         "task_hf",
+        "quality_model",
     }
     for name, group, partitions in (
         ("raw", "corpus", "corpus_configs"),
@@ -43,7 +44,10 @@ def test_definitions_load() -> None:
         assert node.group_name == group
         assert isinstance(node.partitions_def, dg.DynamicPartitionsDefinition)
         assert node.partitions_def.name == partitions
-    assert graph.get(dg.AssetKey("shards")).parent_keys == {dg.AssetKey("raw")}
+    assert graph.get(dg.AssetKey("shards")).parent_keys == {
+        dg.AssetKey("raw"),
+        dg.AssetKey("quality_model"),
+    }
     assert graph.get(dg.AssetKey("tokens")).parent_keys == {dg.AssetKey("shards")}
     assert graph.get(dg.AssetKey("report")).parent_keys == {
         dg.AssetKey("shards"),
