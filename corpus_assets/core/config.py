@@ -138,6 +138,77 @@ FILTER_PRESETS: dict[str, dict[str, Any]] = {"c4": _C4, "fineweb": _FINEWEB, "go
 """`[filters] preset`: the published thresholds of one reference filter (or a list of them)."""
 
 
+CLASSIFIER_NAME = r"^[a-z0-9_]{1,64}$"
+CLASSIFIER_KEY = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}-[0-9a-f]{12}$")
+"""A trained classifier's partition key, `<name>-<hash12>` (its folder: Layout.classifier)."""
+MODEL_SUFFIXES = (".bin", ".ftz")
+MODEL_SCHEMES = ("http", "https", "s3")
+
+
+def model_kind(model: str) -> str:
+    """`key`, `url` or `path`: how a `[[filters.classifiers]]` model is found (ValueError when
+    it is none of them)."""
+    scheme = model.split("://", 1)[0] if "://" in model else ""
+    if scheme in MODEL_SCHEMES:
+        return "url"
+    if scheme:
+        raise ValueError(f"model URL scheme {scheme!r} is not one of {', '.join(MODEL_SCHEMES)}")
+    if CLASSIFIER_KEY.match(model):
+        return "key"
+    if model.endswith(MODEL_SUFFIXES):
+        return "path"
+    raise ValueError(
+        f"model {shown(model)} is none of: a classifier partition key <name>-<hash12>, "
+        "a local .bin/.ftz file, an http(s)/s3 URL"
+    )
+
+
+class ClassifierFilter(_Section):
+    """One `[[filters.classifiers]]` table: a fastText quality classifier, its score of every
+    document kept in the column `quality_<name>`, and a threshold (`min_score`) or a share of
+    the deduplicated corpus to keep (`keep_top`)."""
+
+    name: str
+    model: str = Field(min_length=1)
+    label: str | None = Field(default=None, min_length=1)
+    lowercase: bool | None = None
+    min_score: float | None = Field(default=None, ge=0.0, le=1.0)
+    keep_top: float | None = Field(default=None, gt=0.0, le=1.0)
+    model_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+
+    @field_validator("name")
+    @classmethod
+    def _column_name(cls, value: str) -> str:
+        if not re.fullmatch(CLASSIFIER_NAME, value):
+            raise ValueError(
+                f"classifier name {shown(value)} cannot name a column quality_<name>; "
+                "allowed: lowercase letters, digits, '_' (1-64)"
+            )
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _model_kind(cls, value: str) -> str:
+        model_kind(value)
+        return value
+
+    @model_validator(mode="after")
+    def _one_cut(self) -> ClassifierFilter:
+        if (self.min_score is None) == (self.keep_top is None):
+            raise ValueError(
+                "set exactly one of min_score (0 to 1) or keep_top (a share over 0, up to 1)"
+            )
+        kind = model_kind(self.model)
+        if kind == "url" and self.model_sha256 is None:
+            raise ValueError("a model URL needs model_sha256 (the sha256 of the file it serves)")
+        if kind != "key" and self.label is None:
+            raise ValueError(
+                "label is required for a model file (the default "
+                "label comes from a trained classifier's manifest)"
+            )
+        return self
+
+
 class FilterSpec(_Section):
     """Quality filters; every threshold can be set, `null` turns one off. The rules past
     `max_non_alpha_word_ratio` are off unless set or named by a `preset`."""
@@ -194,6 +265,16 @@ class FilterSpec(_Section):
     # boilerplate across documents (core/text/boilerplate.py): off unless the maximum is set
     boilerplate_max_documents: int | None = Field(default=None, ge=1)
     boilerplate_min_words: int | None = Field(default=3, ge=1)  # None: every line counts
+    # quality classifiers (core/stages/shard_quality.py): scored after language ID, in order
+    classifiers: tuple[ClassifierFilter, ...] | None = None  # None: none
+
+    @field_validator("classifiers")
+    @classmethod
+    def _unique_classifiers(
+        cls, value: tuple[ClassifierFilter, ...] | None
+    ) -> tuple[ClassifierFilter, ...] | None:
+        _unique("classifier", [c.name for c in value or ()])
+        return value
 
     @field_validator("languages")
     @classmethod
@@ -636,7 +717,8 @@ def validate(raw: dict[str, Any], base_dir: Path) -> LoadedConfig:
         model = CorpusConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(f"invalid config: {_explain(exc, raw)}") from None
-    return LoadedConfig(raw=_pin_language_model(raw, model), model=model, base_dir=base_dir)
+    raw = _pin_classifier_models(_pin_language_model(raw, model), model, base_dir)
+    return LoadedConfig(raw=raw, model=model, base_dir=base_dir)
 
 
 LANGUAGE_MODEL = "lid.176.ftz"
@@ -676,6 +758,60 @@ def _pin_language_model(raw: dict[str, Any], model: CorpusConfig) -> dict[str, A
             "another model; install that one or remove the pin (a new build)"
         )
     return raw
+
+
+def classifier_model_file(spec: ClassifierFilter, base_dir: Path) -> Path:
+    """The local model file of a classifier whose `model` is a path (relative to `base_dir`)."""
+    path = Path(spec.model).expanduser()
+    return path if path.is_absolute() else base_dir / path
+
+
+@cache
+def _file_sha256(path: Path, size: int, mtime_ns: int) -> str:
+    """The sha256 of a model file, read once per process and version of the file."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def model_file_sha256(path: Path, name: str) -> str:
+    """The sha256 of classifier `name`'s model file; a ConfigError when there is none."""
+    try:
+        st = path.stat()
+        if not path.is_file():
+            raise IsADirectoryError(path)
+        return _file_sha256(path, st.st_size, st.st_mtime_ns)
+    except OSError:
+        raise ConfigError(
+            f"[[filters.classifiers]] {name!r}: model file not found: {path}"
+        ) from None
+
+
+def _pin_classifier_models(
+    raw: dict[str, Any], model: CorpusConfig, base_dir: Path
+) -> dict[str, Any]:
+    """A classifier read from a local file has that file's sha256 in the config as written
+    (filled in as `model_sha256` when not written; a written one must be the file's)."""
+    specs = model.filters.classifiers or ()
+    if not any(model_kind(c.model) == "path" for c in specs):
+        return raw
+    tables = [dict(t) for t in raw["filters"]["classifiers"]]
+    for spec, table in zip(specs, tables, strict=True):
+        if model_kind(spec.model) != "path":
+            continue
+        path = classifier_model_file(spec, base_dir)
+        actual = model_file_sha256(path, spec.name)
+        if spec.model_sha256 is None:
+            table["model_sha256"] = actual
+        elif spec.model_sha256 != actual:
+            raise ConfigError(
+                f"[[filters.classifiers]] {spec.name!r}: model_sha256 = {spec.model_sha256!r}, "
+                f"but {path} has sha256 {actual!r}: the model changed since the config was "
+                "written; restore it or remove the pin (a new build)"
+            )
+    return {**raw, "filters": {**raw["filters"], "classifiers": tables}}
 
 
 def load_config(path: str | Path) -> LoadedConfig:

@@ -32,6 +32,8 @@ from corpus_assets.core.stages.backend import LOCAL, Backend
 from corpus_assets.core.stages.ray_tasks import RaySession, ray_or_local
 from corpus_assets.core.stages.screen_index import Screens, prepare
 from corpus_assets.core.stages.shard_dedup import duplicates
+from corpus_assets.core.stages.shard_quality import Classifier, Cut, classifiers, keep_top
+from corpus_assets.core.stages.shard_quality import manifest_entry as classifier_entries
 from corpus_assets.core.stages.shard_tasks import (
     TaskOutput,
     plan_tasks,
@@ -57,6 +59,7 @@ from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.locks import build_lock
 from corpus_assets.core.store.progress import Progress
 from corpus_assets.core.text import boilerplate
+from corpus_assets.core.text.filters import QualityFilter
 from corpus_assets.core.text.language import language_id
 from corpus_assets.core.text.normalize import normalize
 from corpus_assets.core.version import CODE_VERSION
@@ -127,26 +130,32 @@ def _shard(
     private_dir(layout.work_root)  # pieces of unscrubbed documents go there: owner-only
     tasks = plan_tasks(layout, sources)
     language_id(cfg.model.filters)  # a language the model does not know: exit 64 before any task
+    scorers = tuple(classifiers(cfg, layout, progress.note))  # the same for a missing model
     screens = prepare(cfg, layout, work, progress)
     lines = _find_boilerplate(cfg, tasks, work / "tasks", progress)
-    outputs = run_tasks(cfg, layout, tasks, work / "tasks", workers, progress, screens, session)
+    outputs = run_tasks(
+        cfg, layout, tasks, work / "tasks", workers, progress, screens, session, scorers
+    )
     _refuse_empty(outputs)
     progress.note(f"deduplicating {sum(o.kept for o in outputs):,} filtered documents")
     dedup = duplicates(cfg, outputs, work / "tasks", progress, session)
     counts = {"exact": int(dedup.exact.sum()), "near": int(dedup.near.sum())}
+    drop, cuts = _keep_top(scorers, outputs, work / "tasks", dedup.exact | dedup.near, progress)
     progress.note(
         f"duplicates: {counts['exact']:,} exact, {counts['near']:,} near; "
         f"{len(dedup.partial):,} partial copies cut to their new paragraphs; writing shards"
     )
     staging = fresh_dir(work / "staging")
     write = write_shards if session is None else partial(write_shards_on, session)
-    shards, written = write(
-        cfg, outputs, work / "tasks", dedup.exact | dedup.near, dedup.partial, staging, progress
-    )
+    shards, written = write(cfg, outputs, work / "tasks", drop, dedup.partial, staging, progress)
     partial_copies, unchecked = len(dedup.partial), dedup.near_unchecked
     manifest = _manifest(cfg, sources, outputs, counts, partial_copies, unchecked, shards, written)
+    if scorers:
+        manifest = _classified(manifest, scorers, outputs, cuts)
     if lines is not None:
         manifest |= _boilerplate(cfg, outputs, lines)
+    if QualityFilter(cfg.model.filters).edits_lines:
+        manifest["lines_removed"] = _lines_removed(outputs)
     if screens.active:
         manifest |= _screening(screens, outputs, _write_audit(outputs, work / "tasks", staging))
     write_json(staging / MANIFEST, manifest)
@@ -154,6 +163,33 @@ def _shard(
     remove_tree(work)
     progress.done()
     return result_of(final / MANIFEST, cached=False)
+
+
+def _keep_top(
+    scorers: tuple[Classifier, ...],
+    outputs: list[TaskOutput],
+    task_dir: Path,
+    drop: Any,
+    progress: Progress,
+) -> tuple[Any, dict[str, Cut]]:
+    """The `drop` mask with the `keep_top` cuts of the deduplicated documents added."""
+    rows = [(o.index, o.kept) for o in outputs]
+    return keep_top(scorers, rows, lambda i: task_path(task_dir, i, ".parquet"), drop, progress)
+
+
+def _classified(
+    manifest: dict[str, Any],
+    scorers: tuple[Classifier, ...],
+    outputs: list[TaskOutput],
+    cuts: dict[str, Cut],
+) -> dict[str, Any]:
+    """The manifest with the `classifiers` entry, and the `keep_top` cuts in `dropped`."""
+    dropped = dict(manifest["dropped"])
+    for c in scorers:
+        if c.name in cuts and cuts[c.name].candidates > cuts[c.name].kept:
+            dropped[c.column] = cuts[c.name].candidates - cuts[c.name].kept
+    entry = classifier_entries(scorers, [o.classified for o in outputs], dropped, cuts)
+    return {**manifest, "dropped": dict(sorted(dropped.items())), **entry}
 
 
 def _refuse_empty(outputs: list[TaskOutput]) -> None:
@@ -311,6 +347,14 @@ def _boilerplate(cfg: LoadedConfig, outputs: list[TaskOutput], lines: int) -> di
             "documents": removed["documents"],
         }
     }
+
+
+def _lines_removed(outputs: list[TaskOutput]) -> dict[str, int]:
+    """The manifest's `lines_removed`: lines C4's line rules removed, by reason."""
+    removed: Counter[str] = Counter()
+    for o in outputs:
+        removed.update(o.lines_removed)
+    return dict(sorted(removed.items()))
 
 
 def _languages(cfg: LoadedConfig, written: dict[str, Any]) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from corpus_assets.core.stages.screen import (
     excluded_by_key,
 )
 from corpus_assets.core.stages.screen_index import NO_SCREENS, Screens
+from corpus_assets.core.stages.shard_quality import Classifier, score_texts
 from corpus_assets.core.store.arrow import release_freed_pages
 from corpus_assets.core.store.atomic import atomic_writer, write_bytes, write_json
 from corpus_assets.core.store.layout import Layout
@@ -88,6 +89,10 @@ class TaskOutput:
     """Screened documents by `<reason>/<eval set or list>` (`contaminated`, `cut`, `excluded`)."""
     boilerplate: dict[str, int] = field(default_factory=dict)
     """Boilerplate lines removed (`lines`) and the documents they were removed from."""
+    classified: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lines_removed: dict[str, int] = field(default_factory=dict)
+    """Lines C4's line rules removed from the documents they read, by reason."""
+    """Per classifier: the `histogram` of the scores, the `lowest_kept` score (shard_quality)."""
 
 
 def plan_tasks(layout: Layout, sources: list[dict[str, Any]]) -> list[Task]:
@@ -129,6 +134,7 @@ def run_tasks(
     progress: Progress,
     screens: Screens = NO_SCREENS,
     session: RaySession | None = None,
+    classifiers: tuple[Classifier, ...] = (),
 ) -> list[TaskOutput]:
     """Run every unfinished task (in `workers` processes, or on Ray when given a session) and
     return all outputs in order."""
@@ -137,7 +143,8 @@ def run_tasks(
     pending = [t for t in tasks if done[t.index] is None]
     if len(pending) < len(tasks):
         progress.note(f"resuming: {len(tasks) - len(pending)} of {len(tasks)} tasks already done")
-    for out in _execute(cfg, pending, task_dir, workers, screens, session, progress.note):
+    work = (task_dir, screens, classifiers)
+    for out in _execute(cfg, pending, work, workers, session, progress.note):
         done[out.index] = out
         progress.add(out.docs_in, out.bytes_in)
     for task in pending:  # it finished in a pool that a dead worker broke before it answered
@@ -157,18 +164,17 @@ def _marked(task_dir: Path, index: int) -> TaskOutput:
 def _execute(
     cfg: LoadedConfig,
     pending: list[Task],
-    task_dir: Path,
+    work: tuple[Path, Screens, tuple[Classifier, ...]],
     workers: int,
-    screens: Screens,
     session: RaySession | None,
     note: Callable[[str], None],
 ) -> Iterator[TaskOutput]:
     if session is not None:
-        yield from session.map(run_task, [(cfg, task, task_dir, screens) for task in pending])
+        yield from session.map(run_task, [(cfg, task, *work) for task in pending])
         return
     if workers <= 1 or len(pending) <= 1:
         for task in pending:
-            yield run_task(cfg, task, task_dir, screens)
+            yield run_task(cfg, task, *work)
         return
     # fork (Python's default on Linux) starts a worker in milliseconds; spawn re-imports for ~1 s
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
@@ -176,12 +182,12 @@ def _execute(
 
     def attempt(batch: list[Task]) -> Iterator[TaskOutput]:
         with open_pool(min(workers, len(batch)), ctx, die_with_parent, (os.getpid(),)) as pool:
-            futures = [pool.submit(run_task, cfg, task, task_dir, screens) for task in batch]
+            futures = [pool.submit(run_task, cfg, task, *work) for task in batch]
             for future in futures:
                 yield future.result()
 
     def unfinished(task: Task) -> bool:
-        return load_output(task_dir, task.index) is None
+        return load_output(work[0], task.index) is None
 
     yield from run_with_rebuilds(pending, attempt, unfinished, "shard worker", note)
 
@@ -196,7 +202,11 @@ def read_task(task: Task) -> pa.Table:
 
 
 def run_task(
-    cfg: LoadedConfig, task: Task, task_dir: Path, screens: Screens = NO_SCREENS
+    cfg: LoadedConfig,
+    task: Task,
+    task_dir: Path,
+    screens: Screens = NO_SCREENS,
+    classifiers: tuple[Classifier, ...] = (),
 ) -> TaskOutput:
     """Screen and filter one row group; write survivors, their keys and signatures, the marker."""
     table = read_task(task)
@@ -233,6 +243,7 @@ def run_task(
         live.append(row)
         candidates.append(text)
     cleaned = quality.many(candidates)  # many texts at once: their n-grams counted together
+    lines_removed = dict(sorted(quality.lines_removed.items()))  # not decontamination's rechecks
     for row, (text, reason) in zip(live, cleaned, strict=True):
         if reason is None and langid is not None:  # after the cheap rules: it costs more
             language, score, reason = langid(text)
@@ -242,6 +253,16 @@ def run_task(
             texts.append(text)
         else:
             dropped[reason] += 1
+    scored = score_texts(classifiers, texts)  # after the rules and language ID: it costs the most
+    scores = {
+        c.name: dict(zip(rows, scored.scores[c.name].tolist(), strict=True)) for c in classifiers
+    }
+    if any(scored.reasons):
+        dropped.update(r for r in scored.reasons if r is not None)
+        rows, texts = (
+            [r for r, why in zip(rows, scored.reasons, strict=True) if why is None],
+            [t for t, why in zip(texts, scored.reasons, strict=True) if why is None],
+        )
     matched = decontaminate(
         screens, texts, lambda i: doc(rows[i]), lambda t: quality(t)[1] is None, screening
     )
@@ -253,7 +274,7 @@ def run_task(
         texts = [t for _r, t in screened if t is not None]
     languages = found if langid is not None else None
     kept = _write_task(
-        cfg, table, rows, texts, task_dir, task.index, screens, screening, doc, languages
+        cfg, table, rows, texts, task_dir, task.index, screens, screening, doc, languages, scores
     )
     for key, n in screening.counts.items():
         reason = key.split("/", 1)[0]
@@ -269,6 +290,8 @@ def run_task(
         dict(sorted(dropped.items())),
         dict(sorted(screening.counts.items())),
         dict(sorted(stripped.items())),
+        scored.stats,
+        lines_removed,
     )
     write_json(
         task_path(task_dir, task.index, ".done"), {**asdict(out), "code_version": CODE_VERSION}
@@ -287,6 +310,7 @@ def _write_task(
     screening: Screening,
     doc: Any,
     languages: dict[int, tuple[str, float]] | None = None,
+    quality: dict[str, dict[int, float]] | None = None,
 ) -> int:
     """Scrub PII, key the texts as they will be written (dedup compares those), drop the ones
     an earlier build holds, then write the rest with their keys and signatures; how many."""
@@ -323,6 +347,9 @@ def _write_task(
         columns["language"] = [languages[r][0] for r in rows]
         columns["language_score"] = [languages[r][1] for r in rows]
         schema = pa.schema([*TASK_SCHEMA, *LANGUAGE_FIELDS])
+    for name, scores in (quality or {}).items():  # a float64 column per classifier
+        columns[f"quality_{name}"] = [scores[r] for r in rows]
+        schema = schema.append(pa.field(f"quality_{name}", pa.float64()))
     # no folder fsync for the task's files: the marker's, written after them, covers them
     with atomic_writer(task_path(task_dir, index, ".parquet"), sync_dir=False) as fh:
         table = pa.table(columns, schema=schema)

@@ -27,6 +27,7 @@ from corpus_assets.core.stages.shard_writer import (
     _ShardSink,
     count_languages,
     shard_schema,
+    totals_of,
 )
 from corpus_assets.core.store.atomic import disk_error
 from corpus_assets.core.store.progress import Progress
@@ -84,8 +85,7 @@ def write_shards_on(
                 pii[k] += found[k]
     except OSError as exc:
         raise disk_error(exc, staging) from exc
-    totals = {"documents": documents, "text_bytes": text_bytes, "pii": pii}
-    return entries, totals | ({"languages": languages} if schema != SHARD_SCHEMA else {})
+    return entries, totals_of(schema, documents, text_bytes, pii, languages)
 
 
 def plan_shards(

@@ -25,10 +25,22 @@ ROW_GROUP_ROWS = 1024
 
 
 def shard_schema(cfg: LoadedConfig) -> pa.Schema:
-    """The shards' columns: SHARD_SCHEMA, then `language`, `language_score` when identified."""
-    if cfg.model.filters.languages is None or not cfg.model.filters.enabled:
+    """The shards' columns: SHARD_SCHEMA, then `language`, `language_score` when identified,
+    then `quality_<name>` (float64) for each classifier."""
+    spec = cfg.model.filters
+    if not spec.enabled:
         return SHARD_SCHEMA
-    return pa.schema([*SHARD_SCHEMA, *LANGUAGE_FIELDS])
+    languages = LANGUAGE_FIELDS if spec.languages is not None else []
+    scores = [(f"quality_{c.name}", pa.float64()) for c in spec.classifiers or ()]
+    return pa.schema([*SHARD_SCHEMA, *languages, *scores])
+
+
+def totals_of(
+    schema: pa.Schema, documents: int, text_bytes: int, pii: dict[str, int], languages: Any
+) -> dict[str, Any]:
+    """The totals a shard writer returns (`languages` when the shards have that column)."""
+    totals = {"documents": documents, "text_bytes": text_bytes, "pii": pii}
+    return totals | ({"languages": languages} if "language" in schema.names else {})
 
 
 def count_languages(table: pa.Table, counts: dict[str, int]) -> None:
@@ -151,8 +163,7 @@ def write_shards(
         sink.close()
     except OSError as exc:
         raise disk_error(exc, staging) from exc
-    totals = {"documents": documents, "text_bytes": text_bytes, "pii": pii}
-    return sink.shards, totals | ({"languages": languages} if sink.schema != SHARD_SCHEMA else {})
+    return sink.shards, totals_of(sink.schema, documents, text_bytes, pii, languages)
 
 
 def _replace_texts(

@@ -106,6 +106,11 @@ class QualityFilter:
     def __call__(self, text: str) -> tuple[str, str | None]:
         return self._cleaner.one(text)
 
+    @property
+    def edits_lines(self) -> bool:
+        """Whether C4's line rules are on: lines may be removed (and counted)."""
+        return self._cleaner.enabled and self._cleaner.c4.edits_lines
+
     def many(self, texts: Sequence[str]) -> Cleaned:
         """What each text's call gives, in order."""
         return self._cleaner.many(texts)
