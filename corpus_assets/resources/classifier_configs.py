@@ -5,8 +5,9 @@ from typing import Any
 
 import dagster as dg
 
-from corpus_assets.core.classifier_config import LoadedClassifierConfig
+from corpus_assets.core.classifier_config import LoadedClassifierConfig, load_classifier_config
 from corpus_assets.core.errors import EXIT_USAGE, ConfigError
+from corpus_assets.core.stages.preflight import source_problems
 from corpus_assets.core.store import classifier_registry
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.instance.partitions import add_partition
@@ -40,7 +41,17 @@ class ClassifierConfigStore(dg.ConfigurableResource["ClassifierConfigStore"]):
             raise dg.Failure(str(exc), allow_retries=False) from None
 
     def register(self, config_file: Path) -> classifier_registry.RegisteredClassifier:
-        return classifier_registry.register(config_file, self.paths.root_path())
+        return register_checked(config_file, self.paths.root_path())
+
+
+def register_checked(config_file: Path, root: Path) -> classifier_registry.RegisteredClassifier:
+    """Register a classifier config whose local example files exist (the pre-flight check of
+    its sources); a ConfigError naming each missing one, and nothing written, if not."""
+    view = load_classifier_config(config_file).fetch_view()
+    problems = source_problems(view) if view.model.sources else []
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return classifier_registry.register(config_file, root)
 
 
 def register_classifier(
@@ -49,7 +60,7 @@ def register_classifier(
     """Store a classifier config under the data root, add its `classifier_configs` partition;
     what `corpus register` prints."""
     root = root.resolve()
-    registered = classifier_registry.register(config_file, root)
+    registered = register_checked(config_file, root)
     key = registered.config.partition_key
     add_partition(instance, CLASSIFIER_CONFIGS, key)
     return {

@@ -12,6 +12,7 @@ from corpus_assets.core.stages.preflight import preflight
 from corpus_assets.core.store import classifier_registry
 from corpus_assets.core.store.sources import link_out_of
 from corpus_assets.jobs import BUILD_JOB, CLASSIFIER_JOB, classifier_train, corpus_build
+from corpus_assets.resources.classifier_configs import register_checked
 from corpus_assets.resources.configs import ConfigStore
 from corpus_assets.resources.partitions import CLASSIFIER_CONFIGS, CORPUS_CONFIGS
 from corpus_assets.resources.paths import CorpusPaths
@@ -84,7 +85,7 @@ def corpus_config_sensor(
 def _register(config_file: Path, paths: CorpusPaths, configs: ConfigStore) -> tuple[str, str]:
     """Register a corpus or classifier config: the job that builds it, and its partition key."""
     if classifier_registry.is_classifier_config(config_file):
-        registered = classifier_registry.register(config_file, paths.root_path())
+        registered = register_checked(config_file, paths.root_path())
         return CLASSIFIER_JOB, registered.config.partition_key
     preflight(load_config(config_file))
     return BUILD_JOB, configs.register(config_file).config.partition_key

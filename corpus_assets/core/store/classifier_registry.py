@@ -21,7 +21,6 @@ from corpus_assets.core.classifier_config import (
 )
 from corpus_assets.core.config import ORIGIN_SUFFIX, parse_text
 from corpus_assets.core.errors import ConfigError
-from corpus_assets.core.stages.preflight import source_problems
 from corpus_assets.core.store.atomic import write_bytes, write_json
 
 CLASSIFIER_CONFIGS = "classifier-configs"
@@ -51,13 +50,8 @@ def is_classifier_config(path: Path) -> bool:
 
 
 def register(config_file: Path, root: Path) -> RegisteredClassifier:
-    """Validate `config_file` (its local example files must exist) and store its canonical
-    form; idempotent; invalid: nothing written."""
+    """Validate `config_file` and store its canonical form; idempotent; invalid: nothing written."""
     config = load_classifier_config(config_file)
-    view = config.fetch_view()
-    problems = source_problems(view) if view.model.sources else []
-    if problems:
-        raise ConfigError("; ".join(problems))
     target = root / CLASSIFIER_CONFIGS / f"{config.hash12}.json"
     new = not target.exists()
     if not new and target.read_bytes() != config.masked:
