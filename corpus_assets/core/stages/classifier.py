@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import heapq
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
@@ -319,7 +320,12 @@ def _train_in(
     staging = work / "staging"
     staging.mkdir()
     model_path = staging / MODEL_FILE
+    start = time.monotonic()
     _fit(cfg, train_file, model_path, progress)
+    progress.note(
+        f"trained in {time.monotonic() - start:,.1f} s; scoring {len(held_out):,} validation "
+        "examples"
+    )
     validation = _validation(cfg, model_path, held_out)
     manifest = {
         "kind": "classifier",
