@@ -55,6 +55,14 @@ def test_train_prints_the_key_the_model_and_its_scores_then_keeps_it(
     assert summary["validation"]["roc_auc"] == manifest["validation"]["roc_auc"]
     assert "already trained" in again.stderr and "fetching" not in again.stderr
 
+    verified = corpus("verify", folder, check=True)
+    assert verified.stdout.strip() == f"ok: {folder}"
+    model = folder / "model.bin"
+    model.write_bytes(model.read_bytes()[:-1] + b"\0")
+    damaged = corpus("verify", folder / "MANIFEST.json")
+    assert damaged.returncode == 65
+    assert f"{model}: sha256 differs from the manifest" in damaged.stderr
+
 
 @pytest.mark.parametrize(
     ("change", "code", "says"),

@@ -38,6 +38,9 @@ from corpus_assets.core.config import LoadedConfig, SourceSpec
 from corpus_assets.core.errors import ConfigError, DataError, UpstreamMissing
 from corpus_assets.core.secrets import mask_data
 from corpus_assets.core.stages.classifier_fit import fit
+from corpus_assets.core.stages.classifier_verify import MANIFEST_FILE as MANIFEST_FILE
+from corpus_assets.core.stages.classifier_verify import MODEL_FILE as MODEL_FILE
+from corpus_assets.core.stages.classifier_verify import published as published
 from corpus_assets.core.stages.fetch import SOURCE_FILE, fetch
 from corpus_assets.core.stages.preflight import source_problems
 from corpus_assets.core.stages.shard_verify import verify_shards
@@ -58,8 +61,6 @@ from corpus_assets.core.text.quality import LABEL_PREFIX, Scorer, classifier_tex
 from corpus_assets.core.text.quality import model_labels as labels_of
 from corpus_assets.core.version import CODE_VERSION
 
-MODEL_FILE = "model.bin"
-MANIFEST_FILE = "MANIFEST.json"
 THRESHOLD = 0.5
 BINS = 20
 READ_BATCH = 1024
@@ -157,26 +158,6 @@ def _train_and_publish(
         remove_tree(work)  # the training file holds unscrubbed documents
     progress.note(f"classifier {key} published in {layout.classifier(key)}")
     return TrainResult(key, layout.classifier(key), manifest, cached=False)
-
-
-def published(folder: Path) -> dict[str, Any] | None:
-    """The manifest of the classifier in `folder` when its model file matches it, else None."""
-    try:
-        manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
-        model = manifest["model"]
-        path = folder / model["name"]
-        if path.stat().st_size == model["bytes"] and file_sha256(path) == model["sha256"]:
-            return dict(manifest)
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    return None
-
-
-def verify_classifier(manifest_path: Path, doc: dict[str, Any]) -> list[str]:
-    """Problems with a published classifier: its model file missing or changed."""
-    if published(manifest_path.parent) is None:
-        return [f"{manifest_path}: the model file is missing or differs from the manifest"]
-    return []
 
 
 def _shards_sources(cfg: LoadedClassifierConfig) -> list[ShardsSource]:

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from corpus_assets.core.stages.classifier_verify import MANIFEST_FILE as CLASSIFIER_MANIFEST
+from corpus_assets.core.stages.classifier_verify import verify_classifier
 from corpus_assets.core.stages.shard_verify import verify_shards
 from corpus_assets.core.stages.tokenize_verify import verify_tokens
 from corpus_assets.core.store.atomic import MANIFEST
@@ -28,12 +30,14 @@ def verify_path(path: Path) -> list[str]:
     """Every problem found with the output at `path` (a manifest file or its folder)."""
     if path.is_dir():
         path = path / (SOURCE_FILE if (path / SOURCE_FILE).exists() else MANIFEST)
+        if not path.exists() and (path.parent / CLASSIFIER_MANIFEST).exists():
+            path = path.parent / CLASSIFIER_MANIFEST
     doc, problems = _load(path)
     if doc is None:
         return problems
     if not isinstance(doc, dict):
         return [f"{path}: a manifest must be a JSON object, got {type(doc).__name__}"]
-    kind = doc.get("kind") if path.name == MANIFEST else "raw"
+    kind = doc.get("kind") if path.name in (MANIFEST, CLASSIFIER_MANIFEST) else "raw"
     verifier = VERIFIERS.get(str(kind))
     if verifier is None:
         return [f"{path}: unknown manifest kind {kind!r}; allowed: {', '.join(VERIFIERS)}"]
@@ -55,4 +59,5 @@ VERIFIERS: dict[str, Callable[[Path, dict[str, Any]], list[str]]] = {
     "raw": _verify_raw,
     "shards": verify_shards,
     "tokens": verify_tokens,
+    "classifier": verify_classifier,
 }
