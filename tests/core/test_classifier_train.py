@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -12,7 +13,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.junk import junk_source, stories_source, stories_vs_junk, write_junk
+from support.junk import (
+    STORIES,
+    junk_document,
+    junk_source,
+    stories_source,
+    stories_vs_junk,
+    write_junk,
+)
 
 from corpus_assets.core.classifier_config import (
     CLASSIFIER_KEY,
@@ -24,12 +32,13 @@ from corpus_assets.core.classifier_config import (
 from corpus_assets.core.config import canon, sha256_hex
 from corpus_assets.core.errors import ConfigError, DataError, UpstreamMissing
 from corpus_assets.core.stages.classifier import TrainResult, roc_auc, train
+from corpus_assets.core.stages.classifier_fit import fit
 from corpus_assets.core.stages.run import run_stage
 from corpus_assets.core.store.digests import file_sha256
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.progress import Progress, silent
 from corpus_assets.core.store.registry import PARTITION_KEY
-from corpus_assets.core.text.quality import Scorer
+from corpus_assets.core.text.quality import Scorer, classifier_text
 
 WriteConfig = Callable[[Path, Mapping[str, Any]], Path]
 REPO = Path(__file__).resolve().parents[2]
@@ -323,3 +332,21 @@ def test_roc_auc_is_the_share_of_ordered_pairs(pairs: list[tuple[float, bool]]) 
         return
     wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
     assert auc == pytest.approx(wins / (len(pos) * len(neg)))
+
+
+def test_a_diverging_training_is_one_line(tmp_path: Path) -> None:
+    """fastText's "Encountered NaN" (here from a huge lr, past what a config allows) comes back
+    from the training process as a ConfigError that says what to lower."""
+    rng = random.Random(0)
+    lines = [f"__label__cc {classifier_text(junk_document(rng))}\n" for _ in range(200)]
+    stories = STORIES.read_text(encoding="utf-8").split("<|endoftext|>")[:200]
+    lines += [f"__label__hq {classifier_text(story)}\n" for story in stories]
+    train_file = tmp_path / "train.txt"
+    train_file.write_text("".join(lines), encoding="utf-8")
+    settings = {"lr": 1e6, "epoch": 5, "dim": 16, "bucket": 1000, "thread": 1, "verbose": 0}
+    with pytest.raises(ConfigError) as caught:
+        fit(settings, str(train_file), str(tmp_path / "model.bin"), silent)
+    assert str(caught.value) == (
+        "fastText training diverged (Encountered NaN.); "
+        "lower [training] lr (now 1000000.0) or epoch"
+    )
