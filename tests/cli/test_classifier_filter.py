@@ -8,8 +8,11 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -213,3 +216,66 @@ def test_a_model_that_cannot_be_used_stops_the_stage_in_one_line(
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0], done.stderr
     assert not list((root / "work").glob("*/shard/tasks/*.done"))
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """A folder served over HTTP on loopback, and its URL."""
+    folder = tmp_path / "served"
+    folder.mkdir()
+    handler = partial(_Quiet, directory=str(folder))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield folder, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_model_url_is_downloaded_once_into_the_raw_cache_and_checked(
+    tmp_path: Path, served: tuple[Path, str]
+) -> None:
+    folder, base = served
+    model = train(folder)
+    pin = file_sha256(model)
+    texts = documents(100)
+    table = (
+        f'[[filters.classifiers]]\nname = "edu"\nmodel = "{base}/model.bin?token=abc"\n'
+        f'label = "hq"\nmin_score = 0.5\nmodel_sha256 = "{pin}"\n'
+    )
+    cfg = setup(tmp_path / "build", texts, table)
+    manifest, out = shard(cfg, tmp_path / "root")
+    assert (tmp_path / "root" / "raw" / "_models" / f"{pin}.bin").read_bytes() == model.read_bytes()
+    (entry,) = manifest["classifiers"]
+    assert (entry["model"], entry["model_sha256"]) == (f"{base}/model.bin", pin)
+    scores = Scorer(model, "hq").many(texts)
+    assert [r["quality_edu"] for r in rows(out, manifest)] == [s for s in scores if s >= 0.5]
+    wrong = cfg.parent / "wrong.toml"
+    wrong.write_text(cfg.read_text().replace(pin, "0" * 64), encoding="utf-8")
+    corpus("run", "--stage", "fetch", "--config", wrong, "--root", tmp_path / "root")
+    done = corpus(
+        "run", "--stage", "shard", "--config", wrong, "--root", tmp_path / "root", check=False
+    )
+    error = done.stderr.strip().splitlines()[-1]  # after the download's progress line
+    assert done.returncode == 64 and done.stderr.count("error") == 1, done.stderr
+    assert f"serves a file with sha256 '{pin}', not the pinned" in error
+    assert "token" not in done.stderr
+    assert not (tmp_path / "root" / "raw" / "_models" / f"{'0' * 64}.bin").exists()
+
+
+def test_a_model_url_with_credentials_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    table = (
+        '[[filters.classifiers]]\nname = "edu"\nmodel = "https://me:hunter2@h.example/m.bin"\n'
+        f'label = "hq"\nkeep_top = 0.5\nmodel_sha256 = "{"0" * 64}"\n'
+    )
+    cfg = setup(tmp_path, documents(5), table)
+    done = corpus("run", "--stage", "fetch", "--config", cfg, "--root", tmp_path / "r", check=False)
+    assert done.returncode == 64 and "has a user or password in it" in done.stderr, done.stderr
+    assert "hunter2" not in done.stderr and not (tmp_path / "r" / "raw").exists()

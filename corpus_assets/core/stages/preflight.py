@@ -16,7 +16,7 @@ backoff before saying so; the message says how to fix it (go online once, or set
 
 from __future__ import annotations
 
-from corpus_assets.core.config import SOURCE_KINDS, LoadedConfig, SourceSpec
+from corpus_assets.core.config import SOURCE_KINDS, LoadedConfig, SourceSpec, model_kind
 from corpus_assets.core.errors import ConfigError, DataError, TransientError
 from corpus_assets.core.store.evalsets import eval_item, id_list, records
 from corpus_assets.core.store.registry import PARTITION_KEY
@@ -33,7 +33,7 @@ LOCAL_PREFIXES = ("/", "./", "../", "~")  # an hf `path` like these is a file, n
 
 def preflight(cfg: LoadedConfig) -> None:
     """Raise one ConfigError naming every problem of `cfg` that would fail its build later."""
-    problems = source_problems(cfg) + screen_problems(cfg)
+    problems = source_problems(cfg) + screen_problems(cfg) + classifier_problems(cfg)
     try:
         resolve_tokenizer(cfg)
     except ConfigError as exc:
@@ -119,4 +119,18 @@ def screen_problems(cfg: LoadedConfig) -> list[str]:
             problems.append(
                 f"exclude build {build.name!r}: no shards manifest at {cfg.resolve(build.manifest)}"
             )
+    return problems
+
+
+def classifier_problems(cfg: LoadedConfig) -> list[str]:
+    """`[[filters.classifiers]]` model URLs without credentials in them (a local model file is
+    checked as the config loads; a partition key by the shard stage, on its data root)."""
+    problems: list[str] = []
+    for spec in cfg.model.filters.classifiers or ():
+        if model_kind(spec.model) != "url":
+            continue
+        try:
+            check_url(f"classifier {spec.name}", spec.model)
+        except ConfigError as exc:
+            problems.append(str(exc))
     return problems
