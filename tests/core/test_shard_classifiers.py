@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,13 +20,16 @@ from corpus_assets.core.errors import ConfigError
 from corpus_assets.core.stages.shard_quality import (
     BINS,
     Classifier,
+    Cut,
     classifiers,
     histogram,
     keep_count,
+    keep_top,
     score_texts,
     top,
 )
 from corpus_assets.core.store.layout import Layout
+from corpus_assets.core.store.progress import Progress
 from corpus_assets.core.text.quality import Scorer, classifier_text, load_model
 
 KEY = "edu-0123456789ab"
@@ -229,3 +234,32 @@ def test_a_partition_key_that_cannot_be_used_is_one_config_error(
     with pytest.raises(ConfigError, match=message) as caught:
         found(cfg, root)
     assert "\n" not in str(caught.value) and "'edu'" in str(caught.value)
+
+
+def test_keep_top_cuts_in_config_order_over_what_dedup_and_the_cut_before_left(
+    tmp_path: Path,
+) -> None:
+    a = [0.9, 0.1, 0.8, 0.8, 0.3, 0.7, 0.2, 0.6]  # 8 rows in two task files (5 + 3)
+    b = [0.1, 0.9, 0.2, 0.9, 0.5, 0.5, 0.4, 0.3]
+    for index, rows in ((0, slice(0, 5)), (2, slice(5, 8))):
+        table = pa.table({"quality_a": a[rows], "quality_b": b[rows]})
+        pq.write_table(table, tmp_path / f"task-{index}.parquet")
+    drop = np.zeros(8, dtype=bool)
+    drop[0] = True  # a duplicate: not a candidate, whatever its score
+    found = [
+        Classifier("a", tmp_path, "hq", False, None, 0.5, "", "m"),
+        Classifier("m", tmp_path, "hq", False, 0.5, None, "", "m"),  # min_score: no cut here
+        Classifier("b", tmp_path, "hq", False, None, 0.5, "", "m"),
+    ]
+    out, cuts = keep_top(
+        found,
+        [(0, 5), (1, 0), (2, 3)],
+        lambda i: tmp_path / f"task-{i}.parquet",
+        drop,
+        Progress("shard", lambda _line: None),
+    )
+    # a: 7 candidates, k = 4: rows 2 and 3 (0.8), 5 (0.7), 7 (0.6)
+    # b: of those 4, k = 2: rows 3 (0.9) and 5 (0.5); rows 2 (0.2) and 7 (0.3) go
+    assert np.flatnonzero(~out).tolist() == [3, 5]
+    assert cuts["a"] == Cut(7, 4, 0.6) and cuts["b"] == Cut(4, 2, 0.5) and "m" not in cuts
+    assert not drop[1:].any()  # the mask given is not changed
