@@ -263,3 +263,14 @@ def test_keep_top_cuts_in_config_order_over_what_dedup_and_the_cut_before_left(
     assert np.flatnonzero(~out).tolist() == [3, 5]
     assert cuts["a"] == Cut(7, 4, 0.6) and cuts["b"] == Cut(4, 2, 0.5) and "m" not in cuts
     assert not drop[1:].any()  # the mask given is not changed
+
+
+def test_a_lowercase_classifier_scores_the_lowercased_line(tmp_path: Path, model: Path) -> None:
+    root = tmp_path / "root"
+    built_classifier(root, KEY, model, lowercase=True)
+    (edu,) = found(config(tmp_path, {"name": "edu", "model": KEY, "min_score": 0.0}), root)
+    texts = [t.upper() for t in documents(20)]  # the model knows lowercase words only
+    got = score_texts([edu], texts).scores["edu"].tolist()
+    assert got == Scorer(model, "hq", lowercase=True).many(texts)
+    assert got == Scorer(model, "hq").many([t.lower() for t in texts])
+    assert got != Scorer(model, "hq").many(texts)
