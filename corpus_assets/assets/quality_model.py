@@ -12,7 +12,7 @@ import dagster as dg
 
 from corpus_assets.assets.step_failure import one_sentence
 from corpus_assets.core.errors import EXIT_DATA
-from corpus_assets.core.stages.classifier import MANIFEST_FILE
+from corpus_assets.core.stages.classifier_verify import MANIFEST_FILE
 from corpus_assets.core.version import CODE_VERSION
 from corpus_assets.resources.classifier_configs import ClassifierConfigStore
 from corpus_assets.resources.classifier_report import classifier_metadata

@@ -1,5 +1,6 @@
 """The check on a trained classifier: its model file is the one its manifest names (blocking)."""
 
+import json
 import warnings
 from collections.abc import Iterator
 
@@ -8,7 +9,7 @@ import dagster as dg
 from corpus_assets.assets.checks import check_results
 from corpus_assets.assets.quality_model import quality_model
 from corpus_assets.core.stages import audit
-from corpus_assets.core.stages.classifier import MANIFEST_FILE, published
+from corpus_assets.core.stages.classifier_verify import MANIFEST_FILE, verify_classifier
 from corpus_assets.resources.classifier_configs import ClassifierConfigStore
 from corpus_assets.resources.partitions import classifier_configs
 
@@ -16,14 +17,13 @@ QUALITY_MODEL_MATCHES_MANIFEST = "quality_model_matches_manifest"
 
 
 def model_matches_manifest(store: ClassifierConfigStore, key: str) -> audit.Audit:
-    """`model.bin` has the size and sha256 that `MANIFEST.json` records."""
-    folder = store.folder_for(key)
-    if published(folder) is not None:
-        return audit.Audit(passed=True)
-    return audit.Audit(
-        passed=False,
-        problems=(f"{folder}: model.bin is missing or differs from {MANIFEST_FILE}",),
-    )
+    """`MANIFEST.json` has every field, and `model.bin` the size and sha256 it records."""
+    path = store.folder_for(key) / MANIFEST_FILE
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return audit.Audit(passed=False, problems=(f"{path}: unreadable: {exc}",))
+    return audit.audit_of(verify_classifier(path, doc))
 
 
 def _specs() -> list[dg.AssetCheckSpec]:

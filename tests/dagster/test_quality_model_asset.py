@@ -172,10 +172,14 @@ def test_materializing_a_classifier_partition_trains_it_and_shows_its_metrics(
 
     store = ClassifierConfigStore(paths=CorpusPaths(root=str(root)))
     assert model_matches_manifest(store, key).passed
-    (folder / "model.bin").write_bytes(b"not the model")
+    model = folder / "model.bin"
+    data = model.read_bytes()
+    model.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # the same size
     changed = model_matches_manifest(store, key)
     assert not changed.passed
-    assert changed.problems == (f"{folder}: model.bin is missing or differs from MANIFEST.json",)
+    assert changed.problems == (f"{model}: sha256 differs from the manifest",)
+    model.unlink()
+    assert model_matches_manifest(store, key).problems == (f"{model}: missing",)
 
 
 def test_a_failed_training_fails_the_run_with_the_commands_line(
