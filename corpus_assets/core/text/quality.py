@@ -28,12 +28,20 @@ from typing import Any
 from corpus_assets.core.errors import ConfigError
 
 LABEL_PREFIX = "__label__"
-_SPACES = re.compile("[ \t\n\r\v\f\x00]+")
+SEPARATORS = " \t\n\r\v\f\x00"
+"""The characters fastText splits words on (`Dictionary::readWord`)."""
+_TO_SPACE = str.maketrans(dict.fromkeys(SEPARATORS[1:], " "))
+_SPACE_RUN = re.compile("  +")
 
 
 def classifier_text(text: str, lowercase: bool = False) -> str:
-    """The one line a classifier reads for `text` (see the module docstring)."""
-    line = _SPACES.sub(" ", text).strip(" ")
+    """The one line a classifier reads for `text` (see the module docstring): every run of
+    SEPARATORS one space, the ends stripped. (A translation, then the rare runs of spaces: a
+    third of the time of one pattern that matches every single space.)"""
+    line = text.translate(_TO_SPACE)
+    if "  " in line:
+        line = _SPACE_RUN.sub(" ", line)
+    line = line.strip(" ")
     return line.lower() if lowercase else line
 
 
