@@ -1,30 +1,43 @@
-"""The text a quality classifier reads: fastText's separators collapsed, as its reader splits."""
+"""The text a quality classifier reads: fastText's words of the document, on one line."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
-from hypothesis import given
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corpus_assets.core.text.quality import SEPARATORS, classifier_text
+from corpus_assets.core.text.quality import SEPARATORS, Scorer, classifier_text, load_model
+from tests.support.classifier import GOOD, train
 
 RUNS = re.compile(f"[{re.escape(SEPARATORS)}]+")
+PIECES = st.lists(st.sampled_from([*SEPARATORS, "\u00a0", "  ", "\n\n", *GOOD[:6], "Bright."]))
 
 
-def test_newlines_tabs_and_runs_become_one_space_and_the_ends_go() -> None:
-    text = "  The cat\n\nsat\ton the\r\nmat.\x00\x0b\x0c "
-    assert classifier_text(text) == "The cat sat on the mat."
-    assert classifier_text("ÉCOLE Été", lowercase=True) == "école été"
+def test_newlines_become_spaces_and_lowercase_is_asked_for() -> None:
+    assert classifier_text("The cat\n\nsat\ton the\r\nmat.") == "The cat  sat\ton the\r mat."
+    assert classifier_text("ÉCOLE\nÉté", lowercase=True) == "école été"
+    assert classifier_text("a\u00a0b\u2028c") == "a\u00a0b\u2028c"  # words to fastText
 
 
-def test_unicode_spaces_are_kept_as_fasttext_keeps_them_inside_words() -> None:
-    assert classifier_text("a\u00a0b\u2003c d") == "a\u00a0b\u2003c d"
-
-
-@given(st.text(alphabet=st.sampled_from([*SEPARATORS, "a", "B", "é", "\u00a0", "."])))
-def test_it_is_one_space_per_run_of_separators_stripped(text: str) -> None:
+@given(PIECES.map("".join))
+def test_the_line_holds_the_words_fasttext_reads_in_the_text(text: str) -> None:
     line = classifier_text(text)
-    assert line == RUNS.sub(" ", text).strip(" ")
-    assert "\n" not in line and "  " not in line
-    assert line.split(" ") == [w for w in RUNS.split(text) if w] or line == ""
+    assert "\n" not in line
+    assert [w for w in RUNS.split(line) if w] == [w for w in RUNS.split(text) if w]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return train(tmp_path_factory.mktemp("classifier-text"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=PIECES.map("".join))
+def test_the_score_is_the_score_of_the_words_one_space_apart(model: Path, text: str) -> None:
+    scorer = Scorer(model, "hq")
+    spaced = " ".join(w for w in RUNS.split(text) if w)
+    labels, probs = load_model(str(model)).predict(spaced, k=-1)
+    assert scorer(text) == min(1.0, float(dict(zip(labels, probs, strict=True))["__label__hq"]))

@@ -57,7 +57,13 @@ from corpus_assets.core.store.digests import file_sha256
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.locks import build_lock
 from corpus_assets.core.store.progress import Progress
-from corpus_assets.core.text.quality import LABEL_PREFIX, Scorer, classifier_text, load_model
+from corpus_assets.core.text.quality import (
+    LABEL_PREFIX,
+    SEPARATORS,
+    Scorer,
+    classifier_text,
+    load_model,
+)
 from corpus_assets.core.text.quality import model_labels as labels_of
 from corpus_assets.core.version import CODE_VERSION
 
@@ -259,7 +265,7 @@ def _add_docs(
     for doc_id, text in docs:
         line = classifier_text(text or "", m.lowercase)
         progress.add(1, len(text or ""))
-        if not line:
+        if not line.strip(SEPARATORS):  # no word for fastText to read
             into.empty += 1
             continue
         ident = f"{source}\x00{doc_id}".encode()

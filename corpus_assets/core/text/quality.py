@@ -3,11 +3,12 @@
 One function, `classifier_text`, turns a document into the line a classifier reads, for
 training and for scoring alike:
 
-- every run of the whitespace fastText splits words on (space, tab, newline, carriage return,
-  vertical tab, form feed, NUL) becomes one space, and the ends are stripped: fastText reads
-  one line at a time (its `predict` refuses a newline) and splits on exactly these characters,
-  so the words it sees are the ones datatrove's `FastTextClassifierFilter` and DCLM's scorer
-  give it (`text.replace("\\n", " ")`), and the scores are theirs;
+- every newline becomes a space: fastText reads one line at a time (its `predict` refuses a
+  newline; in a training file a newline ends the example). It splits words on runs of space,
+  tab, newline, carriage return, vertical tab, form feed and NUL (SEPARATORS) and on nothing
+  else, so the words it reads are the text's words, whatever the spacing, and the line is the
+  one datatrove's `FastTextClassifierFilter` (`newline_replacement=" "`) and DCLM's scorer
+  (`text.replace("\\n", " ")`) give it: the scores are theirs;
 - with `lowercase`, the text is lowercased (`str.lower`): for models trained on lowercased
   text. A classifier trained here records the setting in its manifest and the shard stage
   applies it; a model trained elsewhere (DCLM's, say: not lowercased) says it in the corpus
@@ -19,7 +20,6 @@ A document's score is the probability the model gives its `label` (`predict` wit
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -29,19 +29,14 @@ from corpus_assets.core.errors import ConfigError
 
 LABEL_PREFIX = "__label__"
 SEPARATORS = " \t\n\r\v\f\x00"
-"""The characters fastText splits words on (`Dictionary::readWord`)."""
-_TO_SPACE = str.maketrans(dict.fromkeys(SEPARATORS[1:], " "))
-_SPACE_RUN = re.compile("  +")
+"""The characters fastText splits words on (`Dictionary::readWord`); a run of them is one break."""
 
 
 def classifier_text(text: str, lowercase: bool = False) -> str:
-    """The one line a classifier reads for `text` (see the module docstring): every run of
-    SEPARATORS one space, the ends stripped. (A translation, then the rare runs of spaces: a
-    third of the time of one pattern that matches every single space.)"""
-    line = text.translate(_TO_SPACE)
-    if "  " in line:
-        line = _SPACE_RUN.sub(" ", line)
-    line = line.strip(" ")
+    """The one line a classifier reads for `text` (see the module docstring): its newlines as
+    spaces, lowercased with `lowercase`. The other separators and runs of them stay: fastText
+    splits words on them all the same, so the words it reads are those of the text."""
+    line = text.replace("\n", " ")
     return line.lower() if lowercase else line
 
 
