@@ -5,7 +5,7 @@ from typing import Any
 
 import dagster as dg
 
-from corpus_assets.core.classifier_config import LoadedClassifierConfig, load_classifier_config
+from corpus_assets.core.classifier_config import load_classifier_config
 from corpus_assets.core.errors import EXIT_USAGE, ConfigError
 from corpus_assets.core.stages.preflight import source_problems
 from corpus_assets.core.store import classifier_registry
@@ -22,9 +22,12 @@ class ClassifierConfigStore(dg.ConfigurableResource["ClassifierConfigStore"]):
     paths: dg.ResourceDependency[CorpusPaths]
 
     def file_for(self, partition_key: str) -> Path:
-        """The registered config file of a partition; a non-retryable failure if absent."""
+        """The registered config file of a partition, checked to be that partition; a
+        non-retryable failure if absent or changed."""
+        root = self.paths.root_path()
         try:
-            return classifier_registry.path_for(self.paths.root_path(), partition_key)
+            classifier_registry.load(root, partition_key)
+            return classifier_registry.path_for(root, partition_key)
         except ConfigError as exc:
             raise dg.Failure(
                 str(exc), metadata={"exit_code": EXIT_USAGE}, allow_retries=False
@@ -33,15 +36,6 @@ class ClassifierConfigStore(dg.ConfigurableResource["ClassifierConfigStore"]):
     def folder_for(self, partition_key: str) -> Path:
         """`<root>/classifiers/<key>/`: the trained model and its manifest."""
         return self.paths.layout().classifier(partition_key)
-
-    def load(self, partition_key: str) -> LoadedClassifierConfig:
-        try:
-            return classifier_registry.load(self.paths.root_path(), partition_key)
-        except ConfigError as exc:
-            raise dg.Failure(str(exc), allow_retries=False) from None
-
-    def register(self, config_file: Path) -> classifier_registry.RegisteredClassifier:
-        return register_checked(config_file, self.paths.root_path())
 
 
 def register_checked(config_file: Path, root: Path) -> classifier_registry.RegisteredClassifier:
