@@ -104,12 +104,14 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _checked_config(file: str) -> None:
-    """Load and pre-flight a config: a bad one fails before Dagster, a data root or an instance."""
+def _checked_config(file: str, root: Path | None = None) -> None:
+    """Load and pre-flight a config: a bad one fails before Dagster or an instance (with the
+    data `root`, also a classifier it names that is not trained there)."""
     from corpus_assets.core.config import load_config
     from corpus_assets.core.stages.preflight import preflight
+    from corpus_assets.core.store.layout import Layout
 
-    preflight(load_config(file))
+    preflight(load_config(file), Layout(root) if root is not None else None)
 
 
 def _task_config(args: argparse.Namespace) -> bool:
@@ -157,7 +159,7 @@ def cmd_register(args: argparse.Namespace) -> int:
 def cmd_build(args: argparse.Namespace) -> int:
     task = _task_config(args)
     if not task:
-        _checked_config(args.file)
+        _checked_config(args.file, _root(args))
     from corpus_assets.build import driver
     from corpus_assets.resources.stage_runner import StageRunner
 

@@ -279,3 +279,17 @@ def test_a_model_url_with_credentials_is_refused_before_anything_runs(tmp_path: 
     done = corpus("run", "--stage", "fetch", "--config", cfg, "--root", tmp_path / "r", check=False)
     assert done.returncode == 64 and "has a user or password in it" in done.stderr, done.stderr
     assert "hunter2" not in done.stderr and not (tmp_path / "r" / "raw").exists()
+
+
+def test_corpus_build_refuses_a_classifier_not_trained_on_its_root_before_any_stage(
+    tmp_path: Path,
+) -> None:
+    table = f'[[filters.classifiers]]\nname = "edu"\nmodel = "{KEY}"\nkeep_top = 0.5\n'
+    cfg = setup(tmp_path, documents(5), table)
+    root = tmp_path / "root"
+    root.mkdir()
+    done = corpus("build", cfg, "--root", root, check=False)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 64 and len(lines) == 1, done.stderr
+    assert f"classifier 'edu': {KEY} is not built" in lines[0]
+    assert sorted(p.name for p in root.iterdir()) == []  # no raw, no instance, no run

@@ -41,3 +41,17 @@ def test_the_score_is_the_score_of_the_words_one_space_apart(model: Path, text: 
     spaced = " ".join(w for w in RUNS.split(text) if w)
     labels, probs = load_model(str(model)).predict(spaced, k=-1)
     assert scorer(text) == min(1.0, float(dict(zip(labels, probs, strict=True))["__label__hq"]))
+
+
+def test_a_model_the_original_fasttext_trained_scores_as_a_classifier() -> None:
+    """lid.176.ftz (bundled) was trained and quantized by Facebook's fastText: it loads and
+    scores like a model trained here, its labels checked."""
+    from corpus_assets.core.config import language_model_file
+    from corpus_assets.core.errors import ConfigError
+
+    english, french = Scorer(language_model_file(), "en"), Scorer(language_model_file(), "fr")
+    texts = ["The cat sat on the mat and looked\nat the garden.", "Le chat dort sur le tapis."]
+    assert [round(s, 2) > 0.5 for s in english.many(texts)] == [True, False]
+    assert french(texts[1]) > 0.5
+    with pytest.raises(ConfigError, match="label 'xx' is not one of the model's labels"):
+        Scorer(language_model_file(), "xx")

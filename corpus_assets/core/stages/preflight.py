@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from corpus_assets.core.config import SOURCE_KINDS, LoadedConfig, SourceSpec, model_kind
 from corpus_assets.core.errors import ConfigError, DataError, TransientError
+from corpus_assets.core.stages.shard_quality import from_partition
 from corpus_assets.core.store.evalsets import eval_item, id_list, records
+from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.registry import PARTITION_KEY
 from corpus_assets.core.store.remote import check_url, is_remote
 from corpus_assets.core.store.sources import expand_inputs, is_local
@@ -31,9 +33,10 @@ NO_SOURCES = (
 LOCAL_PREFIXES = ("/", "./", "../", "~")  # an hf `path` like these is a file, never a hub id
 
 
-def preflight(cfg: LoadedConfig) -> None:
-    """Raise one ConfigError naming every problem of `cfg` that would fail its build later."""
-    problems = source_problems(cfg) + screen_problems(cfg) + classifier_problems(cfg)
+def preflight(cfg: LoadedConfig, layout: Layout | None = None) -> None:
+    """Raise one ConfigError naming every problem of `cfg` that would fail its build later
+    (with the data root's `layout`, also a classifier partition not trained there)."""
+    problems = source_problems(cfg) + screen_problems(cfg) + classifier_problems(cfg, layout)
     try:
         resolve_tokenizer(cfg)
     except ConfigError as exc:
@@ -122,15 +125,17 @@ def screen_problems(cfg: LoadedConfig) -> list[str]:
     return problems
 
 
-def classifier_problems(cfg: LoadedConfig) -> list[str]:
-    """`[[filters.classifiers]]` model URLs without credentials in them (a local model file is
-    checked as the config loads; a partition key by the shard stage, on its data root)."""
+def classifier_problems(cfg: LoadedConfig, layout: Layout | None = None) -> list[str]:
+    """`[[filters.classifiers]]` model URLs without credentials in them, and with `layout`
+    every partition key trained on that data root, its model as its manifest says (a local
+    model file is checked as the config loads)."""
     problems: list[str] = []
     for spec in cfg.model.filters.classifiers or ():
-        if model_kind(spec.model) != "url":
-            continue
         try:
-            check_url(f"classifier {spec.name}", spec.model)
+            if model_kind(spec.model) == "url":
+                check_url(f"classifier {spec.name}", spec.model)
+            elif model_kind(spec.model) == "key" and layout is not None:
+                from_partition(layout, spec)
         except ConfigError as exc:
             problems.append(str(exc))
     return problems

@@ -90,7 +90,7 @@ def _resolve(
 ) -> Classifier:
     kind = model_kind(spec.model)
     if kind == "key":
-        return _from_partition(layout, spec)
+        return from_partition(layout, spec)
     pinned = str(cfg.raw["filters"]["classifiers"][index]["model_sha256"])  # the config's
     if kind == "url":
         path, shown = _download(layout, spec, pinned, note), remote.shown(spec.model)
@@ -118,7 +118,7 @@ def _same(name: str, path: Path, actual: str, pinned: str) -> None:
         )
 
 
-def _from_partition(layout: Layout, spec: ClassifierFilter) -> Classifier:
+def from_partition(layout: Layout, spec: ClassifierFilter) -> Classifier:
     """A classifier trained here: its folder's model, label and `lowercase` from its manifest."""
     folder = layout.classifier(spec.model)
     record = _classifier_manifest(spec, folder / CLASSIFIER_MANIFEST)
