@@ -1,9 +1,10 @@
 """`corpus report`: a verified build's REPORT.md, its PNG plots and report.json, beside its shards.
 
 Files, in the shards folder `<root>/corpus/<dataset>/<version>/<hash12>/`: `report_lengths.png`,
-`report_drops.png`, `report_duplicates.png`, `report_pii.png`, `report_tokens.png` (when the
-tokens build exists), `report.json` (every number the plots and tables show) and `REPORT.md`,
-each written by the atomic writer (temp name, fsync, rename, folder fsync), REPORT.md last.
+`report_drops.png`, `report_duplicates.png`, `report_pii.png`, `report_quality_<name>.png` (one
+per quality classifier of the build), `report_tokens.png` (when the tokens build exists),
+`report.json` (every number the plots and tables show) and `REPORT.md`, each written by the
+atomic writer (temp name, fsync, rename, folder fsync), REPORT.md last.
 
 The report is **outside** the manifest's digests: `_MANIFEST.json` is the build's completion
 marker, written last by the shard stage and the file `corpus verify` and the tokens manifest
@@ -29,13 +30,19 @@ from typing import Any
 from corpus_assets.core.errors import ConfigError, DataError
 from corpus_assets.core.secrets import mask_data
 from corpus_assets.core.stages.report_data import (
+    classifier_numbers,
     common_bins,
     lengths_after,
     lengths_before,
     tokens_per_document,
 )
 from corpus_assets.core.stages.report_markdown import render
-from corpus_assets.core.stages.report_plots import all_plots, tokens_plots
+from corpus_assets.core.stages.report_plots import (
+    QUALITY_PLOT,
+    all_plots,
+    quality_plot_name,
+    tokens_plots,
+)
 from corpus_assets.core.stages.shard_verify import verify_shards
 from corpus_assets.core.stages.tokenize_verify import verify_tokens
 from corpus_assets.core.store.atomic import MANIFEST, dump_json, write_bytes
@@ -157,6 +164,7 @@ def collect(build: Build) -> dict[str, Any]:
             "after": after.to_json(bins),
         },
         "dropped": doc["dropped"],
+        **({"lines_removed": doc["lines_removed"]} if "lines_removed" in doc else {}),
         "duplicates": {
             "exact": doc["duplicates"].get("exact", 0),
             "near": doc["duplicates"].get("near", 0),
@@ -164,6 +172,7 @@ def collect(build: Build) -> dict[str, Any]:
         },
         "pii": doc["pii"],
         **({"languages": doc["language"]["documents"]} if "language" in doc else {}),
+        **({"classifiers": classifier_numbers(doc)} if "classifiers" in doc else {}),
         "tokens": tokens,
     }
 
@@ -189,12 +198,12 @@ def _shards_part(build: Build) -> tuple[dict[str, Any], dict[str, bytes]] | None
         return None
     try:
         made = json.loads((folder / REPORT_JSON).read_text(encoding="utf-8"))
-        plots = {name: (folder / name).read_bytes() for name in PLOTS}
-    except (OSError, ValueError):
+        if not isinstance(made, dict):
+            return None
+        plots = {name: (folder / name).read_bytes() for name in shard_plots(made)}
+    except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not isinstance(made, dict):
-        return None
-    if made.get("shards_manifest_sha256") != _sha256(build.shards_manifest):
+    if not _made_from(made, build.shards_manifest):
         return None
     doc = load_object(build.shards_manifest, "shards manifest")
     _refuse(verify_shards(build.shards_manifest, doc), build.shards_manifest)  # still verified
@@ -277,7 +286,7 @@ def current_report(shards_manifest: Path) -> Path | None:
         return None
     if not (folder / REPORT).is_file() or not isinstance(made, dict) or _leftovers(folder):
         return None
-    if made.get("shards_manifest_sha256") != _sha256(build.shards_manifest):
+    if not _made_from(made, build.shards_manifest):
         return None
     tokens = made.get("tokens")
     if build.tokens_manifest is None:
@@ -287,12 +296,27 @@ def current_report(shards_manifest: Path) -> Path | None:
         build.tokens_manifest
     ):
         return None
-    names = [*PLOTS, *([TOKENS_PLOT] if tokens is not None else [])]
     try:  # REPORT.md is written last: one from before a killed rewrite would not match
+        names = [*shard_plots(made), *([TOKENS_PLOT] if tokens is not None else [])]
         same = render(made, names) == (folder / REPORT).read_text(encoding="utf-8")
     except (KeyError, TypeError, ValueError, AttributeError, OSError):
         return None
     return folder / REPORT if same else None
+
+
+def shard_plots(numbers: dict[str, Any]) -> list[str]:
+    """The plots a report of these numbers draws from the shards: PLOTS, then one per classifier."""
+    return [*PLOTS, *(quality_plot_name(c["name"]) for c in numbers.get("classifiers", []))]
+
+
+def _made_from(made: dict[str, Any], shards_manifest: Path) -> bool:
+    """Whether the numbers `made` are of this shards manifest as it is now, with every part the
+    report shows of it (a report of the same manifest made before the report showed classifiers
+    or removed lines is not)."""
+    if made.get("shards_manifest_sha256") != _sha256(shards_manifest):
+        return False
+    doc = load_object(shards_manifest, "shards manifest")
+    return all((key in doc) == (key in made) for key in ("classifiers", "lines_removed"))
 
 
 def _sha256(path: Path) -> str:
@@ -302,4 +326,8 @@ def _sha256(path: Path) -> str:
 def _leftovers(folder: Path) -> list[Path]:
     """Temporary files of report files (`.NAME.tmp-PID`) that a killed writer left behind."""
     names = {*PLOTS, TOKENS_PLOT, REPORT_JSON, REPORT}
-    return [p for p in folder.glob(".*.tmp-*") if p.name[1:].rsplit(".tmp-", 1)[0] in names]
+
+    def ours(name: str) -> bool:
+        return name in names or (name.startswith(QUALITY_PLOT) and name.endswith(".png"))
+
+    return [p for p in folder.glob(".*.tmp-*") if ours(p.name[1:].rsplit(".tmp-", 1)[0])]

@@ -1,4 +1,5 @@
-"""The numbers behind `corpus report`: length histograms before and after filtering, tokens.
+"""The numbers behind `corpus report`: length histograms before and after filtering, tokens,
+quality classifier scores.
 
 Lengths are counted in **characters** (Unicode code points, Python's `len`), the unit of the
 `min_chars`/`max_chars` filters:
@@ -10,6 +11,8 @@ Tokens per document are read from the `.idx` offsets of the tokens build, EOS in
 
 Histograms stream: their bins are fixed (0, then quarter-octaves up to 2**40), so counts add up
 batch by batch without holding one length per document; they are trimmed to the bins in use.
+The quality classifiers' score histograms are the shards manifest's own (every document a
+classifier scored, also those it or a later step dropped).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from corpus_assets.core.errors import DataError
+from corpus_assets.core.secrets import mask_text
 from corpus_assets.core.stages.shard_tasks import plan_tasks, read_task
 from corpus_assets.core.store.digests import verify_files
 from corpus_assets.core.store.layout import Layout
@@ -129,3 +133,38 @@ def tokens_per_document(folder: Path, manifest: dict[str, Any]) -> Histogram:
             ends = np.fromfile(folder / entry["name"], dtype=IDX_DTYPE).astype(np.int64)
             hist.add(np.diff(ends, prepend=0))
     return hist
+
+
+def classifier_numbers(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per quality classifier of the shards manifest: its model, label, cut, counts and the
+    histogram of its scores (the manifest's equal bins over [0, 1], with their edges).
+
+    `cut` is the score the classifier cuts at: its `min_score`, or for `keep_top` the lowest
+    score it kept (`score_at_cut`; None when it kept none)."""
+    out = []
+    for c in manifest.get("classifiers", []):
+        rule = "min_score" if "min_score" in c else "keep_top"
+        counts = [int(n) for n in c["histogram"]]
+        out.append(
+            {
+                "name": c["name"],
+                "column": c["column"],
+                "model": mask_text(c["model"]),  # the manifest shows none; masked all the same
+                "model_sha256": c["model_sha256"],
+                "label": c["label"],
+                "lowercase": c["lowercase"],
+                "rule": rule,
+                rule: c[rule],
+                "cut": c["min_score"] if rule == "min_score" else c["score_at_cut"],
+                "score_at_cut": c["score_at_cut"],
+                "scored": c["scored"],
+                "kept": c["kept"],
+                "dropped": c["dropped"],
+                "realized_share": c["realized_share"],
+                "histogram": {
+                    "edges": [i / len(counts) for i in range(len(counts) + 1)],
+                    "counts": counts,
+                },
+            }
+        )
+    return out

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from corpus_assets.core.stages.report_plots import QUALITY_PLOT, cut_label
+
 IMAGE = re.compile(r"!\[([^\]]*)\]\(([A-Za-z0-9_.-]+\.png)\)")
 
 HOW_TO_READ = {
@@ -83,6 +85,62 @@ def _rows(numbers: Mapping[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+QUALITY_HOW = {
+    "min_score": (
+        "Scores of every document the classifier scored (those that passed the rule filters, "
+        "language ID and the classifiers before it), in 20 equal bins over [0, 1]. The dashed "
+        "line is `min_score`: the documents scored under it were dropped with reason "
+        "`{column}`; those at or over it went on to dedup and any later classifier."
+    ),
+    "keep_top": (
+        "Scores of every document the classifier scored (those that passed the rule filters, "
+        "language ID and the classifiers before it), in 20 equal bins over [0, 1]. The dashed "
+        "line is the lowest score kept. The cut is made after dedup, keeping the top "
+        "`keep_top` share of the documents still kept, so the bars also hold the documents a "
+        "later classifier or dedup removed before it, and a document scored exactly at the line "
+        "may be on either side (equal scores are kept in the documents' order)."
+    ),
+}
+
+
+def _plot_text(name: str, numbers: Mapping[str, Any]) -> tuple[str, str]:
+    """The heading and "how to read this" of plot `name`."""
+    if not name.startswith(QUALITY_PLOT):
+        return HOW_TO_READ[name]
+    classifier = name.removeprefix(QUALITY_PLOT).removesuffix(".png")
+    (entry,) = (c for c in numbers["classifiers"] if c["name"] == classifier)
+    how = QUALITY_HOW[entry["rule"]].format(column=entry["column"])
+    return f"Scores of classifier {classifier}", how
+
+
+def _cell(text: str) -> str:
+    """`text` as code in a table cell (a `|` escaped)."""
+    return "`" + text.replace("|", "\\|") + "`"
+
+
+def _classifiers(entries: list[Mapping[str, Any]]) -> list[str]:
+    """The table of the quality classifiers: model, label, cut and what each kept."""
+    lines = [
+        "## Quality classifiers",
+        "",
+        "| classifier | model | label | cut | scored | kept | dropped | realized share |",
+        "|---|---|---|---|---:|---:|---:|---:|",
+    ]
+    for c in entries:
+        share = "–" if c["realized_share"] is None else f"{c['realized_share']:.4f}"
+        lines.append(
+            f"| {c['name']} | {_cell(c['model'])} | {c['label']} | {cut_label(c)} "
+            f"| {c['scored']:,} | {c['kept']:,} | {c['dropped']:,} | {share} |"
+        )
+    lines += [
+        "",
+        "*dropped* and *kept*: by this classifier (a `keep_top` one: of the documents left "
+        "after dedup); *realized share*: kept / (kept + dropped).",
+        "",
+    ]
+    return lines
+
+
 def _table(title: str, counts: Mapping[str, int]) -> list[str]:
     lines = [f"| {title} | count |", "|---|---:|"]
     lines += [f"| {k} | {v:,} |" for k, v in counts.items()] or ["| (none) | 0 |"]
@@ -113,15 +171,21 @@ def render(numbers: Mapping[str, Any], plots: list[str]) -> str:
         "",
         *_table("drop reason", numbers["dropped"]),
         "",
+        *(
+            [*_table("line removal reason", numbers["lines_removed"]), ""]
+            if "lines_removed" in numbers
+            else []
+        ),
         *_table("duplicates", numbers["duplicates"]),
         "",
         *_table("PII kind", numbers["pii"]),
         "",
         *([*_table("language", numbers["languages"]), ""] if "languages" in numbers else []),
+        *(_classifiers(numbers["classifiers"]) if "classifiers" in numbers else []),
         "## Plots",
     ]
     for name in plots:
-        heading, how = HOW_TO_READ[name]
+        heading, how = _plot_text(name, numbers)
         lines += ["", f"### {heading}", "", f"![{heading}]({name})", "", f"How to read this: {how}"]
     if numbers["tokens"] is None:
         lines += ["", "No tokens build was found: run the tokenize stage for tokens per document."]

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 SIZE_IN = (7.0, 4.0)
 DPI = 100
 BLUE, ORANGE = "#1f77b4", "#ff7f0e"
+QUALITY_PLOT = "report_quality_"
+"""The file name prefix of a classifier's score plot: `report_quality_<name>.png`."""
 
 
 # Fixed margins (fractions of the figure): tight_layout drew every figure twice, about a third of
@@ -146,7 +148,59 @@ def all_plots(numbers: Mapping[str, Any]) -> dict[str, bytes]:
         "report_duplicates.png": bar_plot("Duplicates removed or cut", numbers["duplicates"]),
         "report_pii.png": bar_plot("PII replaced, by kind", numbers["pii"], "occurrences"),
     }
-    return plots | tokens_plots(numbers)
+    return plots | quality_plots(numbers) | tokens_plots(numbers)
+
+
+def quality_plot_name(classifier: str) -> str:
+    """`report_quality_<name>.png` (a classifier name is lowercase letters, digits and `_`)."""
+    return f"{QUALITY_PLOT}{classifier}.png"
+
+
+def quality_plots(numbers: Mapping[str, Any]) -> dict[str, bytes]:
+    """One score histogram per quality classifier, in config order (none without classifiers)."""
+    return {
+        quality_plot_name(c["name"]): _png(quality_figure(c))
+        for c in numbers.get("classifiers", [])
+    }
+
+
+def cut_label(entry: Mapping[str, Any]) -> str:
+    """The cut in words: `min_score 0.5`, `keep_top 0.3: lowest kept 0.8123`."""
+    if entry["rule"] == "min_score":
+        return f"min_score {entry['min_score']}"
+    cut = entry["cut"]
+    return f"keep_top {entry['keep_top']}: " + (
+        "none kept" if cut is None else f"lowest kept {cut:.4f}"
+    )
+
+
+def quality_figure(entry: Mapping[str, Any]) -> Figure:
+    """A classifier's score histogram (every document it scored), its cut a dashed line."""
+    fig, ax = _figure()
+    from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
+
+    hist = entry["histogram"]
+    ax.stairs(
+        hist["counts"],
+        hist["edges"],
+        label=f"scored ({entry['scored']:,})",
+        color=BLUE,
+        linewidth=1.5,
+    )
+    if entry["cut"] is not None:
+        ax.axvline(entry["cut"], color=ORANGE, linestyle="--", linewidth=2, label=cut_label(entry))
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, max([*hist["counts"], 1]) * 1.15)
+    ax.xaxis.set_major_locator(FixedLocator([i / 10 for i in range(11)]))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:.1f}"))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(f"Scores of classifier {entry['name']} (label {entry['label']})")
+    ax.set_xlabel(f"score (probability of {entry['label']})")
+    ax.set_ylabel("documents")
+    ax.legend(loc="best")  # clear of the bars and the cut
+    ax.grid(alpha=0.3)
+    return fig
 
 
 def tokens_plots(numbers: Mapping[str, Any]) -> dict[str, bytes]:
