@@ -220,3 +220,31 @@ def test_after_tokenize_the_classifier_plots_are_kept_and_the_report_is_current(
     del numbers["classifiers"]
     (folder / "report.json").write_text(json.dumps(numbers), encoding="utf-8")
     assert current_report(manifest) is None
+
+
+def test_a_model_url_shows_no_secret_and_a_cut_that_kept_none_draws_no_line() -> None:
+    from corpus_assets.core.stages.report_data import classifier_numbers
+    from corpus_assets.core.stages.report_plots import cut_label
+
+    entry = {
+        "name": "web",
+        "column": "quality_web",
+        "model": "https://user:hunter2@models.example/m.bin?token=s3cret",
+        "model_sha256": "0" * 64,
+        "label": "hq",
+        "lowercase": True,
+        "keep_top": 0.1,
+        "scored": 0,
+        "dropped": 0,
+        "kept": 0,
+        "realized_share": None,
+        "score_at_cut": None,
+        "histogram": [0] * 20,
+    }
+    (numbers,) = classifier_numbers({"classifiers": [entry]})
+    assert "hunter2" not in json.dumps(numbers) and "s3cret" not in json.dumps(numbers)
+    assert numbers["model"].startswith("https://user:<sha256:")
+    assert (numbers["rule"], numbers["cut"]) == ("keep_top", None)
+    assert cut_label(numbers) == "keep_top 0.1: none kept"
+    (ax,) = quality_figure(numbers).axes
+    assert len(ax.lines) == 0  # the stairs are a patch; no cut line
