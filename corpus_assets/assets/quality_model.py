@@ -18,6 +18,7 @@ from corpus_assets.resources.classifier_configs import ClassifierConfigStore
 from corpus_assets.resources.classifier_report import classifier_metadata
 from corpus_assets.resources.partitions import classifier_configs
 from corpus_assets.resources.paths import CorpusPaths
+from corpus_assets.resources.retries import CLASSIFIER_RETRY
 from corpus_assets.resources.stage_runner import StageRunner
 
 
@@ -27,6 +28,7 @@ from corpus_assets.resources.stage_runner import StageRunner
     group_name="classifiers",
     kinds={"python", "fasttext"},
     tags={"corpus/stage": "classifier"},
+    retry_policy=CLASSIFIER_RETRY,
 )
 def quality_model(
     context: dg.AssetExecutionContext,

@@ -18,12 +18,17 @@ STAGE_RETRY = dg.RetryPolicy(
 )
 # A task job resumes from its checkpoints, so a retry repeats no committed work.
 TASK_RETRY = STAGE_RETRY
+# Training a classifier fetches its examples first (into the raw cache, resumable): the fetch's.
+CLASSIFIER_RETRY = FETCH_RETRY
 RETRY_POLICIES = {
     "fetch": FETCH_RETRY,
     "shard": STAGE_RETRY,
     "tokenize": STAGE_RETRY,
     "tasks": TASK_RETRY,
+    "classifier": CLASSIFIER_RETRY,
 }
+NETWORK = frozenset({"fetch", "classifier"})
+"""The stages whose base delay is the runner's `fetch_retry_delay_s`."""
 
 
 def retry_delay(policy: dg.RetryPolicy, base_delay_s: float, attempt: int) -> float:

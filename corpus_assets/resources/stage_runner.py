@@ -18,7 +18,13 @@ import dagster as dg
 from pydantic import Field
 
 from corpus_assets.core.errors import EXIT_DATA, EXIT_TRANSIENT, EXIT_USAGE, UPSTREAM_MISSING
-from corpus_assets.resources.retries import FETCH_RETRY, RETRY_POLICIES, STAGE_RETRY, retry_delay
+from corpus_assets.resources.retries import (
+    FETCH_RETRY,
+    NETWORK,
+    RETRY_POLICIES,
+    STAGE_RETRY,
+    retry_delay,
+)
 from corpus_assets.resources.supervise import Outcome, supervise
 
 GIVE_UP = {EXIT_USAGE: "bad config or usage", EXIT_DATA: "bad data"}
@@ -55,7 +61,7 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
     fetch_retry_delay_s: float = Field(
         default=float(FETCH_RETRY.delay or 0),
         ge=0,
-        description="base delay before fetch is retried (doubles per try, with jitter)",
+        description="base delay before fetch or classifier training is retried (doubles, jitter)",
     )
     stage_retry_delay_s: float = Field(
         default=float(STAGE_RETRY.delay or 0),
@@ -108,7 +114,14 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
         """`corpus classifier train`: train and publish the partition's model (a published one
         of the same config is kept), or a Failure with the command's one line."""
         argv = ["classifier", "train", str(config_file), "--root", str(root)]
-        self._run(context, [*argv, "--refresh"] if self.refresh else argv)
+        try:
+            self._run(
+                context,
+                [*argv, "--refresh"] if self.refresh else argv,
+                _last_try(context, "classifier"),
+            )
+        except dg.Failure as error:
+            self._raise_retry_or(context, "classifier", error)
 
     def _one_materialization(
         self, results: Sequence[dg.PipesExecutionResult], what: str
@@ -130,7 +143,7 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
         policy = RETRY_POLICIES[stage]
         if not error.allow_retries or policy.max_retries < 1:
             raise error
-        base = self.fetch_retry_delay_s if stage == "fetch" else self.stage_retry_delay_s
+        base = self.fetch_retry_delay_s if stage in NETWORK else self.stage_retry_delay_s
         wait = retry_delay(policy, base, context.retry_number + 1)
         # chained: when the retries run out, Dagster reports this failure's own sentence
         raise dg.RetryRequested(max_retries=policy.max_retries, seconds_to_wait=wait) from error

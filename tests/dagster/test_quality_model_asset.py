@@ -17,6 +17,7 @@ from dagster._core.execution.backfill import PartitionBackfill
 from dagster._core.test_utils import create_test_daemon_workspace_context
 from dagster._core.workspace.load_target import ModuleTarget
 from dagster._daemon.backfill import execute_backfill_iteration
+from dagster_support import wrapped
 from support.corpus import run_corpus
 from support.junk import write_junk
 
@@ -180,6 +181,28 @@ def test_materializing_a_classifier_partition_trains_it_and_shows_its_metrics(
     assert changed.problems == (f"{model}: sha256 differs from the manifest",)
     model.unlink()
     assert model_matches_manifest(store, key).problems == (f"{model}: missing",)
+
+
+def test_a_transient_failure_of_the_training_is_retried(
+    tmp_path: Path, root: Path, instance: dg.DagsterInstance
+) -> None:
+    """`corpus classifier train` exiting 75 (a source's server down, say) is tried again, with
+    the fetch's retry policy: its examples come over the network first."""
+    key = register_classifier(classifier_config(tmp_path / "clf"), root, instance)["partition_key"]
+    runner = wrapped(tmp_path / "w", "exit-once=75", "classifier", fetch_retry_delay_s=0.0)
+    job = build_defs(paths=CorpusPaths(root=str(root)), stage_runner=runner).resolve_job_def(
+        CLASSIFIER_JOB
+    )
+    result = job.execute_in_process(partition_key=key, instance=instance)
+    assert result.success
+    assert (tmp_path / "w" / "classifier.attempts").read_text() == "2"
+    steps = [
+        r.event_log_entry.dagster_event_type.value  # type: ignore[union-attr]
+        for r in instance.get_records_for_run(result.run_id).records
+        if r.event_log_entry.step_key == "quality_model" and r.event_log_entry.is_dagster_event
+    ]
+    assert steps.count("STEP_UP_FOR_RETRY") == 1 and steps[-1] == "STEP_SUCCESS"
+    assert (root / "classifiers" / key / "MANIFEST.json").exists()
 
 
 def test_a_failed_training_fails_the_run_with_the_commands_line(
