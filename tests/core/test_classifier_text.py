@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.classifier import GOOD, train
 
 from corpus_assets.core.text.quality import SEPARATORS, Scorer, classifier_text, load_model
-from tests.support.classifier import GOOD, train
 
 RUNS = re.compile(f"[{re.escape(SEPARATORS)}]+")
 PIECES = st.lists(st.sampled_from([*SEPARATORS, "\u00a0", "  ", "\n\n", *GOOD[:6], "Bright."]))
