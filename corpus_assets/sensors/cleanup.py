@@ -16,6 +16,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from corpus_assets.assets.quality_model import quality_model
 from corpus_assets.assets.report import report
 from corpus_assets.assets.shards import shards
 from corpus_assets.assets.task_dataset import task_dataset
@@ -38,6 +39,7 @@ CANCEL_SENSOR = "corpus_cleanup_on_cancel"
 # Step keys whose start means partial outputs may exist (the shard stage or later).
 OUTPUT_STEPS = frozenset(k.to_python_identifier() for k in (shards.key, tokens.key))
 TASK_STEP = task_dataset.key.to_python_identifier()
+CLASSIFIER_STEP = quality_model.key.to_python_identifier()
 # The step after the stages: it writes only report files, and a build whose stages all finished
 # is whole without them.
 REPORT_STEP = report.key.to_python_identifier()
@@ -68,6 +70,11 @@ def cleanup_request(
             return dg.SkipReason(
                 f"run {run.run_id} built a task dataset: its job folder is kept, and the next "
                 "materialization of the partition resumes it"
+            )
+        if CLASSIFIER_STEP in started:
+            return dg.SkipReason(
+                f"run {run.run_id} trained a classifier: nothing is published before its "
+                "manifest, and the next materialization of the partition trains it again"
             )
         return dg.SkipReason(f"run {run.run_id} {outcome} before the shard stage started")
     if not instance.has_dynamic_partition(CORPUS_CONFIGS, partition):

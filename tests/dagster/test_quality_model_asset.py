@@ -32,6 +32,7 @@ from corpus_assets.resources.classifier_configs import ClassifierConfigStore, re
 from corpus_assets.resources.configs import ConfigStore
 from corpus_assets.resources.partitions import CLASSIFIER_CONFIGS, CORPUS_CONFIGS
 from corpus_assets.resources.paths import CorpusPaths
+from corpus_assets.sensors.cleanup import cleanup_request
 from corpus_assets.sensors.config import corpus_config_sensor
 
 REPO = Path(__file__).resolve().parents[2]
@@ -231,6 +232,11 @@ def test_a_failed_training_fails_the_run_with_the_commands_line(
     assert next(e.user_message for e in logs if e.level >= logging.ERROR) == line
     assert not (root / "classifiers" / key).exists()
     assert result.asset_materializations_for_node("quality_model") == []
+    run = instance.get_run_by_id(result.run_id)
+    assert run is not None
+    skip = cleanup_request(instance, run, "failed")  # no corpus build to clean up
+    assert isinstance(skip, dg.SkipReason)
+    assert f"run {run.run_id} trained a classifier" in str(skip.skip_message)
 
 
 def test_an_unregistered_classifier_key_fails_in_one_line(
