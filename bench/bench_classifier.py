@@ -3,8 +3,8 @@
     python bench/bench_classifier.py [--mb 20] [--workers 2] [--train 100000]
         [--out bench/out/classifier] [--check]
 
-1. Training: a fastText supervised model (word bigrams, dim 64, 5 epochs, 2,000,000 buckets,
-   one thread, seed 0: the classifier defaults) on `--train` examples: `hq` are the real
+1. Training: a fastText supervised model with the classifier defaults (word bigrams, dim 16,
+   5 epochs, 2,000,000 buckets, one thread, seed 0) on `--train` examples: `hq` are the real
    stories and scenes of `data/` (drawn with replacement), `cc` are texts of
    bench/make_corpus.py's Markov chains and its junk. Reported: the seconds a training takes
    (in a process of its own, as the stage trains), and the model's sha256 for two trainings
@@ -20,6 +20,8 @@
    of each (the stage and its workers), and their ratio. Goal <= 1.3x. Part of the cost does
    not grow with the corpus: the model's sha256 and fastText's load (measured on their own);
    `cpu_ratio_per_document` is the ratio without it, what a large corpus approaches.
+4. Dims (`--dims 16,64`): the same examples trained at each `dim` on 90 %, scored on the other
+   10 %: the model's size, its validation ROC AUC, and `predict`'s CPU a benchmark document.
 
 A table goes to stderr, one JSON line to stdout. With --check it exits 1 when agreement at
 0.5 is under 99.9 % or the cost ratio over 1.3x. Needs the `bench` extra (datatrove).
@@ -44,22 +46,17 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
 import make_corpus  # noqa: E402
+import numpy as np  # noqa: E402
 
+from corpus_assets.core.classifier_config import TrainingSpec  # noqa: E402
+from corpus_assets.core.stages.classifier import fasttext_settings, roc_auc  # noqa: E402
 from corpus_assets.core.stages.classifier_fit import fit  # noqa: E402
 from corpus_assets.core.text.quality import Scorer, classifier_text  # noqa: E402
 
 THRESHOLDS = (0.1, 0.5, 0.9)
 AGREEMENT_GOAL = 0.999
 COST_GOAL = 1.3
-SETTINGS = {
-    "wordNgrams": 2,
-    "dim": 64,
-    "epoch": 5,
-    "lr": 0.1,
-    "minCount": 1,
-    "seed": 0,
-    "bucket": 2_000_000,
-}
+SETTINGS = fasttext_settings(TrainingSpec())  # the classifier defaults
 
 
 def examples(n: int, seed: int = 0) -> list[str]:
@@ -92,10 +89,37 @@ def train(lines: list[str], folder: Path) -> tuple[Path, float, list[str]]:
     for n in range(2):
         path = folder / f"model-{n}.bin"
         start = time.perf_counter()
-        fit({**SETTINGS, "thread": 1, "verbose": 0}, str(data), str(path), lambda _line: None)
+        fit(SETTINGS, str(data), str(path), lambda _line: None)
         seconds = seconds or time.perf_counter() - start
         digests.append(hashlib.sha256(path.read_bytes()).hexdigest())
     return folder / "model-0.bin", seconds, digests
+
+
+def dims(lines: list[str], docs: list[dict[str, str]], folder: Path, sizes: list[int]) -> dict:
+    """Per `dim`: the model's MB, its validation ROC AUC (trained on 90 % of `lines`, scored
+    on the other 10 %) and `predict`'s microseconds a document of the benchmark corpus."""
+    folder.mkdir(parents=True, exist_ok=True)
+    cut = len(lines) * 9 // 10
+    data = folder / "train.txt"
+    data.write_text("\n".join(lines[:cut]) + "\n", encoding="utf-8")
+    held = [line.partition(" ") for line in lines[cut:]]
+    positive = np.array([label == "__label__hq" for label, _, _ in held])
+    texts = [classifier_text(d["text"]) for d in docs]
+    out = {}
+    for dim in sizes:
+        path = folder / f"dim-{dim}.bin"
+        fit({**SETTINGS, "dim": dim}, str(data), str(path), lambda _line: None)
+        scorer = Scorer(path, "hq")
+        scores = np.array(scorer.many([text for _, _, text in held]))
+        start = time.process_time()
+        scorer.many(texts)
+        per_doc = (time.process_time() - start) / len(texts)
+        out[str(dim)] = {
+            "model_mb": round(path.stat().st_size / 1e6, 1),
+            "roc_auc": round(roc_auc(scores, positive) or 0.0, 5),
+            "predict_us_per_document": round(per_doc * 1e6, 1),
+        }
+    return out
 
 
 def documents(folder: Path) -> list[dict[str, str]]:
@@ -226,6 +250,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "classifier")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--skip-agreement", action="store_true", help="only training and cost")
+    ap.add_argument(
+        "--dims", default="16,64", help="dims to compare (quality, predict time); '' for none"
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()
@@ -236,6 +263,8 @@ def main() -> None:
     os.environ.setdefault("HF_HOME", str(args.out / "hf"))  # datatrove's copy of the model
     agree = {} if args.skip_agreement else agreement(model, documents(source))
     spend = cost(args.out, source, model, args.workers, args.runs)
+    sizes = [int(d) for d in args.dims.split(",") if d]
+    by_dim = dims(examples(args.train), documents(source), args.out / "dims", sizes)
     result = {
         "load_average_before": load,
         "train_examples": args.train,
@@ -244,6 +273,7 @@ def main() -> None:
         "model_sha256": digests[0],
         "agreement": agree,
         "cost": spend,
+        "dims": by_dim,
     }
     print(f"training {args.train:,} examples: {train_s:.1f} s", file=sys.stderr)
     for key, value in agree.items():
@@ -255,6 +285,12 @@ def main() -> None:
         f"{spend['cpu_ratio_per_document']}x",
         file=sys.stderr,
     )
+    for dim, row in by_dim.items():
+        print(
+            f"dim {dim:>4}: {row['model_mb']} MB, ROC AUC {row['roc_auc']}, predict "
+            f"{row['predict_us_per_document']} us a document",
+            file=sys.stderr,
+        )
     print(json.dumps(result))
     problems = []
     if agree and agree["space@0.5"]["agreement"] < AGREEMENT_GOAL:

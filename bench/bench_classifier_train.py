@@ -4,7 +4,7 @@
 
 `hq` documents are 5-15 sentences drawn (seeded) from the TinyStories sample in `data/`; `cc`
 documents are tests/support/junk.py's generated pages. Both are written as JSONL, then one
-`corpus classifier train` (a fresh data root, the classifier defaults: word bigrams, dim 64,
+`corpus classifier train` (a fresh data root, the classifier defaults: word bigrams, dim 16,
 5 epochs, 2,000,000 buckets, one thread) is timed, its progress lines stamped to split the
 phases: fetch (into the raw cache), reading and choosing the examples, writing the training
 file and fastText's training, and scoring the validation examples and publishing. Prints one

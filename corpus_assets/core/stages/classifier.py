@@ -33,6 +33,7 @@ from corpus_assets.core.classifier_config import (
     CLASSES,
     LoadedClassifierConfig,
     ShardsSource,
+    TrainingSpec,
 )
 from corpus_assets.core.config import LoadedConfig, SourceSpec
 from corpus_assets.core.errors import ConfigError, DataError, UpstreamMissing
@@ -350,8 +351,13 @@ def _train_in(
 def _fit(
     cfg: LoadedClassifierConfig, train_file: Path, model_path: Path, progress: Progress
 ) -> None:
-    t = cfg.model.training
-    settings = {
+    settings = fasttext_settings(cfg.model.training)
+    fit(settings, str(train_file), str(model_path), progress.note, progress.every)
+
+
+def fasttext_settings(t: TrainingSpec) -> dict[str, Any]:
+    """`train_supervised`'s keywords for `t`: one thread, quiet, softmax over the labels."""
+    return {
         "wordNgrams": t.word_ngrams,
         "dim": t.dim,
         "epoch": t.epoch,
@@ -363,7 +369,6 @@ def _fit(
         "thread": 1,
         "verbose": 0,
     }
-    fit(settings, str(train_file), str(model_path), progress.note, progress.every)
 
 
 def _counts(kept: _Class) -> dict[str, int]:
