@@ -1,10 +1,15 @@
 """Stage tasks as Ray tasks: connect (or start a local Ray), check the data root, map, stop.
 
-Every task reads and writes the data root directly, exactly as a pool worker does, so the root
-must be one shared POSIX file system mounted at the same path on every node (NFS, Lustre, EFS).
-`ray_session` checks that first: it writes a token file under the stage's work folder and runs
-one probe task on every live node, pinned to it; a node that does not read the same token back
-fails the stage in one line (exit 64) before any task runs.
+With a shared root (the default) every task reads and writes the data root directly, exactly as
+a pool worker does, so the root must be one shared POSIX file system mounted at the same path on
+every node (NFS, Lustre, EFS). `ray_session` checks that first: it writes a token file under the
+stage's work folder and runs one probe task on every live node, pinned to it; a node that does
+not read the same token back fails the stage in one line (exit 64) before any task runs.
+
+Without one (`Backend.shared_root` false) there is nothing to check: each task's inputs go with
+it through Ray's object store and the files it writes come back to the stage process, which
+writes them under the data root (`ray_shipping`); at most WINDOW_PER_CPU tasks per CPU of the
+cluster are in flight, so the stage process holds a few tasks' data, never a stage's.
 
 A task whose worker dies, or that raises OSError, TimeoutError or a TransientError, runs again
 (up to RETRIES more times); any other error (a DataError: bad data) is raised at once, unwrapped
@@ -22,6 +27,7 @@ import shutil
 import socket
 import sys
 import tempfile
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, redirect_stdout
 from pathlib import Path
@@ -29,6 +35,7 @@ from typing import Any
 
 from corpus_assets.core.errors import ConfigError, CorpusError, TransientError
 from corpus_assets.core.stages.backend import Backend
+from corpus_assets.core.stages.ray_shipping import Shipper, run_shipped
 from corpus_assets.core.store.progress import Progress
 
 RETRIES = 3
@@ -36,7 +43,8 @@ RETRY_ON: tuple[type[BaseException], ...] = (OSError, TimeoutError, TransientErr
 POLL_S = 1.0
 PROBE_TIMEOUT_S = 60.0
 CONNECT_TIMEOUT_S = 10.0
-LOCAL_OBJECT_STORE_BYTES = 256 << 20  # tasks pass paths and counts, not data
+LOCAL_OBJECT_STORE_BYTES = 256 << 20  # tasks pass paths and counts (or a window's inputs)
+WINDOW_PER_CPU = 2  # tasks in flight per CPU when their inputs and files travel with them
 SHARED_ROOT = (
     "the data root must be one shared POSIX file system mounted at the same path on every "
     "Ray node (NFS, Lustre, EFS)"
@@ -48,28 +56,44 @@ _TOKEN = secrets.token_hex(32)  # one per process: Ray may read it once, at impo
 
 
 class RaySession:
-    """A connected Ray: `map` runs one task per argument tuple, with retries, in order."""
+    """A connected Ray: `map` runs one task per argument tuple, with retries, in order.
 
-    def __init__(self, ray: Any, progress: Progress) -> None:
+    With a `shipper` (no shared root) each task's inputs travel with it and its files come back
+    here, at most `window` tasks at a time."""
+
+    def __init__(
+        self, ray: Any, progress: Progress, shipper: Shipper | None = None, window: int = 0
+    ) -> None:
         self.ray = ray
         self.progress = progress
+        self.shipper = shipper
+        self.window = window
 
     def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> Iterator[Any]:
         """`fn(*a)` for each `a` in `args` as Ray tasks; their results in the order of `args`."""
-        ray = self.ray
-        remote = ray.remote(fn).options(
-            num_cpus=1, max_retries=RETRIES, retry_exceptions=list(RETRY_ON)
+        ray, shipper = self.ray, self.shipper
+        remote = ray.remote(fn if shipper is None else run_shipped).options(
+            name=fn.__name__, num_cpus=1, max_retries=RETRIES, retry_exceptions=list(RETRY_ON)
         )
-        refs = [remote.remote(*a) for a in args]
+        window = len(args) if shipper is None else max(1, self.window)
+        todo = iter(args)
+        running: deque[Any] = deque()
         done = 0
         try:
-            for ref in refs:
-                while not ray.wait([ref], timeout=POLL_S)[0]:
-                    self.progress.beat(f"Ray tasks: {done:,} of {len(refs):,} done")
-                yield self._get(ref)
+            while True:
+                while len(running) < window and (a := next(todo, None)) is not None:
+                    running.append(
+                        remote.remote(*a) if shipper is None else remote.remote(shipper.pack(fn, a))
+                    )
+                if not running:
+                    return
+                while not ray.wait([running[0]], timeout=POLL_S)[0]:
+                    self.progress.beat(f"Ray tasks: {done:,} of {len(args):,} done")
+                result = self._get(running.popleft())
+                yield result if shipper is None else shipper.unpack(result)
                 done += 1
         finally:  # a failed (or abandoned) map leaves nothing running on the cluster
-            for ref in refs[done:]:
+            for ref in running:
                 ray.cancel(ref, force=True)
 
     def _get(self, ref: Any) -> Any:
@@ -95,7 +119,8 @@ def ray_session(
     backend: Backend, workers: int, probe_dir: Path, progress: Progress
 ) -> Iterator[RaySession]:
     """Connect to `backend.ray_address`, or start a local Ray of `workers` CPUs (stopped on
-    exit, its temporary folder removed); check every node sees `probe_dir`."""
+    exit, its temporary folder removed); with a shared root, check every node sees
+    `probe_dir`, else send each task its inputs (`ray_shipping`)."""
     local = backend.ray_address is None
     if local:
         _keep_home_clean()
@@ -108,9 +133,18 @@ def ray_session(
             _connect(ray, backend, workers, temp)
             try:
                 where = "a local Ray" if local else f"Ray at {backend.ray_address}"
-                progress.note(f"running tasks on {where} ({_cpus(ray)} CPUs)")
-                check_shared_root(ray, probe_dir)
-                yield RaySession(ray, progress)
+                cpus = _cpus(ray)
+                if backend.shared_root:
+                    progress.note(f"running tasks on {where} ({cpus} CPUs)")
+                    check_shared_root(ray, probe_dir)
+                    yield RaySession(ray, progress)
+                else:
+                    progress.note(
+                        f"running tasks on {where} ({cpus} CPUs), no shared root: inputs and "
+                        "files travel through Ray's object store"
+                    )
+                    window = WINDOW_PER_CPU * max(1, cpus)
+                    yield RaySession(ray, progress, Shipper(ray), window)
             finally:
                 ray.shutdown()
     finally:
@@ -144,7 +178,8 @@ class _LazySession(RaySession):
         if not args:
             return iter(())
         if self.ray is None:
-            self.ray = self.stack.enter_context(ray_session(*self.settings)).ray
+            session = self.stack.enter_context(ray_session(*self.settings))
+            self.ray, self.shipper, self.window = session.ray, session.shipper, session.window
         return super().map(fn, args)
 
 
