@@ -2,7 +2,8 @@
 (`corpus verify URL`).
 
 What is published: a shards or tokens build (its `_MANIFEST.json` and every file the manifest
-lists: the shards and the screening audit, or the token files) or a task snapshot (its
+lists: the shards and the screening audit, or the token files), a token export (`corpus
+export-tokens --to URL` publishes its staged folder) or a task snapshot (its
 `manifest.json` and the files it lists), under URL (`s3://BUCKET/PREFIX` or any fsspec URL; a
 local folder works too). The caller verifies the build on disk first. Every name the manifest
 lists is a relative path inside the build folder (no `..` part, no leading `/`); one that is
@@ -83,10 +84,13 @@ def listed_files(manifest_name: str, doc: dict[str, Any], where: str) -> list[Li
             entries = list(doc["shards"]) + (
                 [doc["audit"]] if isinstance(doc.get("audit"), dict) else []
             )
-        elif doc.get("kind") == "tokens":
+        elif doc.get("kind") in ("tokens", "token_export"):
             entries = list(doc["files"])
         else:
-            raise DataError(f"{where}: kind {doc.get('kind')!r} is not a shards or tokens build")
+            raise DataError(
+                f"{where}: kind {doc.get('kind')!r} is not a shards or tokens build or a token "
+                "export"
+            )
         files = [Listed(str(e["name"]), str(e["sha256"]), int(e["bytes"])) for e in entries]
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise DataError(f"{where}: malformed manifest ({type(exc).__name__}: {exc})") from None
