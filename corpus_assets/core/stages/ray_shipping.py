@@ -85,6 +85,8 @@ class Shipper:
     def __init__(self, ray: Any) -> None:
         self.ray = ray
         self.puts: dict[Path, Any] = {}  # shared inputs already in the object store
+        self.sent = 0  # bytes of inputs sent to tasks (each shared one counted once)
+        self.received = 0  # bytes of files the tasks sent back
 
     def pack(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Parcel:
         route = route_of(fn)
@@ -100,7 +102,7 @@ class Shipper:
             _add(folders, path if path.is_dir() else path.parent)
         for path in needs.outputs:
             _add(folders, path)
-        return Parcel(
+        parcel = Parcel(
             route=route,
             fn=fn,
             args=needs.args,
@@ -112,6 +114,10 @@ class Shipper:
             outputs=tuple(str(p) for p in needs.outputs),
             last=tuple(str(p) for p in needs.last),
         )
+        self.sent += sum(len(d) for _p, d in parcel.files)
+        self.sent += sum(len(d) for _p, _o, d in parcel.ranges)
+        self.sent += sum(t.nbytes for _p, t in parcel.tables)
+        return parcel
 
     def _put(self, path: Path) -> Any:
         if path not in self.puts:
@@ -124,16 +130,22 @@ class Shipper:
             else:
                 data = path.read_bytes()
             self.puts[path] = self.ray.put(data)
+            self.sent += sum(map(len, data.values())) if isinstance(data, dict) else len(data)
         return self.puts[path]
 
-    @staticmethod
-    def unpack(returned: Returned) -> Any:
+    def unpack(self, returned: Returned) -> Any:
         """Write the task's files (atomically, the folder synced with the last one)."""
+        self.received += sum(len(data) for _path, data in returned.files)
         for n, (path, data) in enumerate(returned.files):
             last = n == len(returned.files) - 1
             with atomic_writer(Path(path), sync_dir=last) as fh:
                 fh.write(data)
         return returned.result
+
+    def carried(self) -> str:
+        """What went through the object store, for the stage's log."""
+        sent, received = self.sent / 1e6, self.received / 1e6
+        return f"{sent:,.1f} MB of inputs to tasks, {received:,.1f} MB of files back"
 
 
 def _add(folders: list[Path], folder: Path) -> None:

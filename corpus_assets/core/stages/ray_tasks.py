@@ -143,8 +143,11 @@ def ray_session(
                         f"running tasks on {where} ({cpus} CPUs), no shared root: inputs and "
                         "files travel through Ray's object store"
                     )
-                    window = WINDOW_PER_CPU * max(1, cpus)
-                    yield RaySession(ray, progress, Shipper(ray), window)
+                    shipper = Shipper(ray)
+                    try:
+                        yield RaySession(ray, progress, shipper, WINDOW_PER_CPU * max(1, cpus))
+                    finally:
+                        progress.note(f"Ray's object store carried {shipper.carried()}")
             finally:
                 ray.shutdown()
     finally:
