@@ -60,11 +60,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from corpus_assets.core.stages.run import run_stage
     from corpus_assets.resources.stage_report import pipes_if_launched
 
-    if args.workers is not None and args.workers < 1:
-        raise _usage(f"--workers must be at least 1, got {args.workers}")
-    backend = _backend(args)
-    root = _root(args)
-    with pipes_if_launched() as pipes:
+    with pipes_if_launched() as pipes:  # open first: a refusal below reaches the runner too
+        if args.workers is not None and args.workers < 1:
+            raise _usage(f"--workers must be at least 1, got {args.workers}")
+        backend = _backend(args)
+        root = _root(args)
         emit = _emit if pipes is None else pipes.tee(_emit)
         result = run_stage(
             args.stage,
@@ -227,9 +227,9 @@ def cmd_classifier_train(args: argparse.Namespace) -> int:
     from corpus_assets.core.store.progress import Progress
     from corpus_assets.resources.stage_report import pipes_if_launched
 
-    cfg = load_classifier_config(args.config)  # a bad config fails before the data root
-    root = _root(args)
-    with pipes_if_launched() as pipes:
+    with pipes_if_launched() as pipes:  # open first: a refusal below reaches the runner too
+        cfg = load_classifier_config(args.config)  # a bad config fails before the data root
+        root = _root(args)
         emit = _emit if pipes is None else pipes.tee(_emit)
         result = train(cfg, Layout(root.resolve()), Progress("classifier", emit), args.refresh)
     m = result.manifest

@@ -16,7 +16,7 @@ import dagster as dg
 from corpus_assets.assets.shards import shards
 from corpus_assets.assets.step_failure import one_sentence
 from corpus_assets.assets.task_dataset import task_dataset
-from corpus_assets.core.errors import CorpusError
+from corpus_assets.core.errors import UpstreamMissing
 from corpus_assets.core.store.atomic import MANIFEST
 from corpus_assets.core.store.digests import file_sha256
 from corpus_assets.core.version import CODE_VERSION
@@ -48,10 +48,6 @@ def _fresh(dest: Path, key: str, want: str) -> bool:
     if dest.exists():
         shutil.rmtree(dest)
     return False
-
-
-def _failure(exc: CorpusError) -> dg.Failure:
-    return dg.Failure(str(exc), metadata={"exit_code": exc.exit_code}, allow_retries=False)
 
 
 def dataset_view(
@@ -104,17 +100,12 @@ def corpus_hf(
         cfg, layout = configs.load(context.partition_key), paths.layout()
         manifest = layout.shards(cfg) / MANIFEST
         if not manifest.is_file():
-            raise dg.Failure(
-                f"materialize shards first: no shards manifest at {manifest}", allow_retries=False
-            )
+            raise UpstreamMissing("shards", f"no shards manifest at {manifest}")
         dest = layout.root / EXPORTS / "corpus" / context.partition_key
         digest = file_sha256(manifest)
         reused = _fresh(dest, "manifest_sha256", digest)
         if not reused:
-            try:
-                export_corpus(manifest, dest, context.log.info)
-            except CorpusError as exc:
-                raise _failure(exc) from exc
+            export_corpus(manifest, dest, context.log.info)
     source = _source_of(dest) or {}
     return dg.MaterializeResult(
         metadata={
@@ -145,17 +136,12 @@ def task_hf(
     with one_sentence(context):
         folder = task_configs.folder_for(context.partition_key) / "dataset"
         if not (folder / "manifest.json").is_file():
-            raise dg.Failure(
-                f"materialize task_dataset first: no snapshot at {folder}", allow_retries=False
-            )
-        try:
-            snapshot = load_snapshot(folder)
-            dest = paths.root_path() / EXPORTS / "tasks" / context.partition_key
-            reused = _fresh(dest, "dataset_id", snapshot.dataset_id)
-            if not reused:
-                export_hf_dataset(snapshot, dest)
-        except CorpusError as exc:
-            raise _failure(exc) from exc
+            raise UpstreamMissing("task_dataset", f"no snapshot at {folder}")
+        snapshot = load_snapshot(folder)
+        dest = paths.root_path() / EXPORTS / "tasks" / context.partition_key
+        reused = _fresh(dest, "dataset_id", snapshot.dataset_id)
+        if not reused:
+            export_hf_dataset(snapshot, dest)
     return dg.MaterializeResult(
         metadata={
             "path": dg.MetadataValue.path(str(dest)),

@@ -58,12 +58,18 @@ def pipes_if_launched() -> Iterator[Reporter | None]:
         return
     from dagster_pipes import open_dagster_pipes
 
+    from corpus_assets.resources.stage_failure import of_exception
+
     pipes = open_dagster_pipes()
     try:
         yield Reporter(pipes)
+    except BaseException as exc:
+        # the stage's sentence, exit code and upstream flag as data (stage_failure.py); closed
+        # without the exception: a traceback goes to stderr only (the step's stderr_tail)
+        if (failed := of_exception(exc)) is not None:
+            pipes.report_custom_message(failed.message())
+        raise
     finally:
-        # closed without the exception: the exit code and the stage's one-line error tell the
-        # step why it failed; a traceback goes to stderr only (the step's stderr_tail)
         pipes.close()
 
 

@@ -5,7 +5,6 @@ A Pipes session (temp-file context and messages) around our own `Popen` loop, be
 """
 
 import os
-import re
 import shlex
 import sys
 import warnings
@@ -17,7 +16,7 @@ from typing import Any, Literal, NoReturn
 import dagster as dg
 from pydantic import Field
 
-from corpus_assets.core.errors import EXIT_DATA, EXIT_TRANSIENT, EXIT_USAGE, UPSTREAM_MISSING
+from corpus_assets.core.errors import EXIT_DATA, EXIT_TRANSIENT, EXIT_USAGE
 from corpus_assets.resources.retries import (
     FETCH_RETRY,
     NETWORK,
@@ -25,6 +24,7 @@ from corpus_assets.resources.retries import (
     STAGE_RETRY,
     retry_delay,
 )
+from corpus_assets.resources.stage_failure import StageFailure, from_messages
 from corpus_assets.resources.supervise import Outcome, supervise
 
 GIVE_UP = {EXIT_USAGE: "bad config or usage", EXIT_DATA: "bad data"}
@@ -73,13 +73,14 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
         self, context: dg.AssetExecutionContext, stage: str, config_file: Path, root: Path
     ) -> dg.MaterializeResult[Any]:
         """`corpus run --stage STAGE`: the materialization it reported, or a Failure."""
+        what = f"run --stage {stage}"
         try:
             results = self._run(
-                context, self.stage_args(stage, config_file, root), _last_try(context, stage)
+                context, self.stage_args(stage, config_file, root), what, _last_try(context, stage)
             )
         except dg.Failure as error:
             self._raise_retry_or(context, stage, error)
-        return self._one_materialization(results, f"run --stage {stage}")
+        return self._one_materialization(results, what)
 
     def stage_args(self, stage: str, config_file: Path, root: Path) -> list[str]:
         """The `corpus` arguments of one stage, execution settings included."""
@@ -103,7 +104,7 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
         argv = ["tasks", "--attach", "--config", str(config_file), "--output", str(folder)]
         argv += ["--root", str(root)]
         try:
-            results = self._run(context, argv, _last_try(context, "tasks"))
+            results = self._run(context, argv, "tasks", _last_try(context, "tasks"))
         except dg.Failure as error:
             self._raise_retry_or(context, "tasks", error)
         return self._one_materialization(results, "tasks")
@@ -118,6 +119,7 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
             self._run(
                 context,
                 [*argv, "--refresh"] if self.refresh else argv,
+                "classifier train",
                 _last_try(context, "classifier"),
             )
         except dg.Failure as error:
@@ -160,7 +162,7 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
         argv = ["cleanup", "--config", str(config_file), "--root", str(root)]
         if keep_newer_than is not None:
             argv += ["--keep-newer-than", repr(keep_newer_than)]
-        self._run(context, argv)
+        self._run(context, argv, "cleanup")
 
     def argv(self, args: Sequence[str]) -> list[str]:
         prefix = self.command or [sys.executable, "-m", "corpus_assets.cli"]
@@ -170,8 +172,12 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
         self,
         context: dg.AssetExecutionContext | dg.OpExecutionContext,
         args: Sequence[str],
+        what: str,
         last_try: bool = True,
     ) -> Sequence[dg.PipesExecutionResult]:
+        """Run `corpus ARGS` (`what` names it in messages) in a Pipes session; a Failure built
+        from what the child reported through Pipes (its sentence, exit code, upstream flag) and
+        its exit, when it fails."""
         argv = self.argv(args)
         with ExitStack() as stack:
             with warnings.catch_warnings():
@@ -195,20 +201,14 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
                 # Dagster would retry an interrupted step that has a retry policy; a cancelled
                 # run must stop instead (the child is already stopped).
                 raise dg.Failure(
-                    f"`corpus {_what(args)}` stopped: the run was interrupted or cancelled",
+                    f"`corpus {what}` stopped: the run was interrupted or cancelled",
                     allow_retries=False,
                 ) from exc
         if outcome.returncode != 0 or outcome.timed_out:
             # the command and the stderr tail go to the run log; the asset logs the sentence
-            context.log.info(f"`corpus {_what(args)}` failed; command: {shlex.join(argv)}")
-            raise failure(_what(args), outcome, last_try)
+            context.log.info(f"`corpus {what}` failed; command: {shlex.join(argv)}")
+            raise failure(what, outcome, last_try, from_messages(session.get_custom_messages()))
         return session.get_results(implicit_materializations=False)
-
-
-def _what(args: Sequence[str]) -> str:
-    if args[0] == "run":
-        return f"run --stage {args[2]}"
-    return " ".join(args[:2]) if args[0] == "classifier" else args[0]
 
 
 def _last_try(context: dg.AssetExecutionContext, stage: str) -> bool:
@@ -216,18 +216,21 @@ def _last_try(context: dg.AssetExecutionContext, stage: str) -> bool:
     return bool(context.retry_number >= RETRY_POLICIES[stage].max_retries)
 
 
-def failure(what: str, outcome: Outcome, last_try: bool = False) -> dg.Failure:
+def failure(
+    what: str, outcome: Outcome, last_try: bool = False, reported: StageFailure | None = None
+) -> dg.Failure:
     """The step failure for a child that failed: retryable unless the exit code says give up.
 
-    A stage stopped after its heartbeat timeout counts as transient (exit 75): it hung on
-    something outside it, such as a server. The sentence says what happens next: a retry, or
-    none when this was the last try.
+    `reported` is what the child sent through Pipes (its sentence, exit code and upstream flag);
+    a child that crashed or was killed sent nothing, and its exit says what happened. A stage
+    stopped after its heartbeat timeout counts as transient (exit 75): it hung on something
+    outside it, such as a server. The sentence says what happens next: a retry, or none when
+    this was the last try.
     """
     code = EXIT_TRANSIENT if outcome.timed_out else outcome.returncode
-    error = next(
-        (line for line in reversed(outcome.stderr_tail) if "error:" in line),
-        outcome.stderr_tail[-1] if outcome.stderr_tail else "",
-    )
+    if reported is not None and not outcome.timed_out and code > 0:  # exited as it reported
+        code = reported.exit_code
+    sentence = reported.sentence if reported is not None else ""
     then = "no tries left" if last_try else "retried"
     if outcome.timed_out:
         reason = f"silent for {outcome.silent_for:.0f} s (heartbeat timeout); stopped, {then}"
@@ -239,7 +242,6 @@ def failure(what: str, outcome: Outcome, last_try: bool = False) -> dg.Failure:
         reason = f"killed by signal {-code}, {then}"
     else:
         reason = f"exit {code} (crash), {then}"
-    sentence = error.split("error: ", 1)[1].strip() if "error: " in error else ""
     return dg.Failure(
         # one line: the stage's own sentence, then what the runner did about it; the traceback,
         # if any, is in `stderr_tail` and the step's stderr
@@ -249,8 +251,9 @@ def failure(what: str, outcome: Outcome, last_try: bool = False) -> dg.Failure:
         metadata={
             "exit_code": code,
             "outcome": reason,
-            "upstream_missing": bool(re.match(UPSTREAM_MISSING, sentence)),
-            "error_line": error,
+            "upstream_missing": reported is not None and reported.upstream_missing,
+            # as the CLI printed it (`corpus build` shows this line)
+            "error_line": f"corpus {what.split()[0]}: error: {sentence}" if sentence else "",
             "heartbeat_timeout": outcome.timed_out,
             "stderr_tail": dg.MetadataValue.md("```\n" + "\n".join(outcome.stderr_tail) + "\n```"),
         },

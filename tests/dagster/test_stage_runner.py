@@ -17,6 +17,7 @@ from dagster_support import unlicensed, variant, wrapped
 from support.processes import running
 
 from corpus_assets.build import driver
+from corpus_assets.resources.stage_failure import StageFailure
 from corpus_assets.resources.stage_runner import failure
 from corpus_assets.resources.supervise import Outcome, supervise
 
@@ -34,10 +35,11 @@ def _step_events(instance: dg.DagsterInstance, run_id: str, step: str) -> list[s
 )
 def test_exit_codes_map_to_retry_or_give_up(code: int, retried: bool) -> None:
     outcome = Outcome(code, None, "", ("corpus run: error: something named",), 1.0)
-    f = failure("run --stage shard", outcome)
+    reported = StageFailure("something named", code, False) if code > 0 else None
+    f = failure("run --stage shard", outcome, reported=reported)
     assert f.allow_retries is retried
     assert f.metadata["exit_code"].value == code
-    assert "something named" in str(f.description)
+    assert ("something named" in str(f.description)) is (code > 0)
 
 
 def test_transient_exit_is_retried_with_backoff(
@@ -136,18 +138,24 @@ def test_interrupt_stops_the_whole_process_group(tmp_path: Path) -> None:
     assert not running(grandchild), "a worker of the stopped stage survived"
 
 
-def test_a_failure_reads_as_the_stage_sentence_first() -> None:
-    tail = (
-        "shard: reading",
-        "corpus run: error: materialize raw first: source 'x' was not fetched",
-    )
-    f = failure("run --stage shard", Outcome(64, None, "", tail, 1.0))
+def test_a_failure_reads_as_the_sentence_the_stage_reported_first() -> None:
+    """The sentence, exit code and upstream flag come from the stage's Pipes message; its
+    stderr is only shown (`stderr_tail`), never searched: an error line there is no sentence."""
+    tail = ("shard: reading", "corpus run: error: materialize raw first: in stderr only")
+    said = StageFailure("materialize raw first: source 'x' was not fetched", 64, True)
+    f = failure("run --stage shard", Outcome(64, None, "", tail, 1.0), reported=said)
     assert f.description == (
         "materialize raw first: source 'x' was not fetched "
         "(`corpus run --stage shard` exit 64 (bad config or usage), not retried)"
     )
     assert f.metadata["upstream_missing"].value is True
     assert "shard: reading" in str(f.metadata["stderr_tail"].value)
+    unsaid = failure("run --stage shard", Outcome(64, None, "", tail, 1.0))
+    assert (
+        unsaid.description
+        == "`corpus run --stage shard` exit 64 (bad config or usage), not retried"
+    )
+    assert unsaid.metadata["upstream_missing"].value is False
     killed = failure("run --stage shard", Outcome(-9, None, "", ("shard: reading",), 1.0))
     assert killed.description == "`corpus run --stage shard` killed by signal 9, retried"
     assert killed.metadata["upstream_missing"].value is False
