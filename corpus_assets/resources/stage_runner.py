@@ -51,7 +51,14 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
     ray_address: str | None = Field(
         default=None,
         description="--ray-address HOST:PORT of the Ray cluster (backend ray); none: a local "
-        "Ray per stage. Every node must see the data root at the same path",
+        "Ray per stage. Every node must see the data root at the same path, unless "
+        "ray_shared_root is false",
+    )
+    ray_shared_root: bool = Field(
+        default=True,
+        description="--ray-shared-root: every Ray node mounts the data root at the same path "
+        "(checked); false: tasks get their inputs and send their files back through Ray's "
+        "object store (backend ray)",
     )
     refresh: bool = Field(
         default=False,
@@ -94,6 +101,8 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
                 args += ["--backend", self.backend]
             if self.ray_address is not None:  # without backend ray: the stage's usage error
                 args += ["--ray-address", self.ray_address]
+            if not self.ray_shared_root:  # without backend ray: the stage's usage error
+                args += ["--ray-shared-root", "no"]
         return args
 
     def run_tasks(
