@@ -16,6 +16,7 @@ from corpus_assets.assets.raw import raw
 from corpus_assets.assets.report import report
 from corpus_assets.assets.shards import shards
 from corpus_assets.assets.task_dataset import task_dataset
+from corpus_assets.assets.token_exports import token_exports
 from corpus_assets.assets.tokens import tokens
 from corpus_assets.jobs import (
     classifier_train,
@@ -42,7 +43,17 @@ def build_defs(
 ) -> dg.Definitions:
     """The corpus graph bound to `paths` (default: root from the environment at run time)."""
     paths = paths or CorpusPaths()
-    assets = [raw, shards, tokens, report, task_dataset, corpus_hf, task_hf, quality_model]
+    assets = [
+        raw,
+        shards,
+        tokens,
+        report,
+        task_dataset,
+        corpus_hf,
+        task_hf,
+        quality_model,
+        token_exports,
+    ]
     return dg.Definitions(
         assets=dg.map_asset_specs(lambda spec: spec.replace_attributes(owners=OWNERS), assets),
         asset_checks=[

@@ -32,6 +32,7 @@ def test_definitions_load() -> None:
         "corpus_hf",
         "task_hf",
         "quality_model",
+        "token_exports",
     }
     for name, group, partitions in (
         ("raw", "corpus", "corpus_configs"),
@@ -55,6 +56,7 @@ def test_definitions_load() -> None:
     }
     assert graph.get(dg.AssetKey("task_dataset")).parent_keys == set()
     assert graph.get(dg.AssetKey("corpus_hf")).parent_keys == {dg.AssetKey("shards")}
+    assert graph.get(dg.AssetKey("token_exports")).parent_keys == {dg.AssetKey("tokens")}
     assert graph.get(dg.AssetKey("task_hf")).parent_keys == {dg.AssetKey("task_dataset")}
     task_job = defs.resolve_job_def("task_build")
     assert {k.to_user_string() for k in task_job.asset_layer.asset_graph.get_all_asset_keys()} >= {

@@ -12,7 +12,10 @@ sha256, size, shard, tokens and documents. Frameworks ignore it (Megatron-LM is 
 prefixes, nanotron globs `*.ds`).
 
 To a folder: built in a staging folder beside it and renamed into place, the manifest last. A
-folder that holds this very export already is kept (no work); any other existing path is refused.
+folder that holds this very export already is kept (no work); any other existing path is refused,
+but for `export_build` (the `token_exports` asset), which replaces its own export of an older
+build at `<root>/exports/<format>/<partition>/`, holding the build's tokenize lock shared (the
+tokens are not rebuilt or cleaned meanwhile) and the export's own lock.
 To a URL (`s3://...`, any fsspec URL): staged in a temporary folder (the token files linked, not
 copied) and uploaded by `corpus publish`'s code: claim, data files, read back, manifest last.
 """
@@ -30,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from corpus_assets.core.errors import ConfigError, DataError
+from corpus_assets.core.config import LoadedConfig
+from corpus_assets.core.errors import ConfigError, DataError, UpstreamMissing
 from corpus_assets.core.stages.publish import check_destination, publish
 from corpus_assets.core.stages.token_formats import (
     FORMATS,
@@ -46,14 +50,18 @@ from corpus_assets.core.store.atomic import (
     dump_json,
     fsync_dir,
     fsync_tree,
+    remove_tree,
     write_bytes,
 )
 from corpus_assets.core.store.digests import verify_files
+from corpus_assets.core.store.layout import Layout
+from corpus_assets.core.store.locks import build_lock
 from corpus_assets.core.store.records import load_object, require, require_files
 from corpus_assets.core.text.tokenizer import IDX_DTYPE
 from corpus_assets.core.version import CODE_VERSION
 
 EXPORT_KIND = "token_export"
+EXPORTS = "exports"
 COPY_BLOCK = 8 << 20
 FIX = "run `corpus verify` on the token build, and rebuild it if it fails"
 
@@ -124,6 +132,34 @@ def export_tokens(
     if "://" in to:
         return _to_url(plan, doc, fmt, to, note)
     return _to_folder(plan, doc, fmt, Path(to).absolute(), note)
+
+
+def export_build(
+    cfg: LoadedConfig, layout: Layout, fmt: str, note: Callable[[str], None]
+) -> TokenExport:
+    """Export the build's tokens as `fmt` to `<root>/exports/<fmt>/<partition>/`, replacing
+    an export of an older build there."""
+    check_format(fmt)
+    manifest = layout.tokens(cfg) / MANIFEST
+    target = layout.root / EXPORTS / fmt / cfg.partition_key
+    with (
+        build_lock(layout.stage_lock(cfg.hash12, "tokenize"), "the tokens", note, True),
+        build_lock(layout.stage_lock(cfg.hash12, f"export-{fmt}"), f"the {fmt} export", note),
+    ):
+        if not manifest.is_file():
+            raise UpstreamMissing("tokens", f"no tokens manifest at {manifest}")
+        plan, doc = plan_export(manifest, fmt)
+        if not _holds(target, dump_json(doc)) and _kind(target) == EXPORT_KIND:
+            note(f"export-tokens: replacing {target} (an export of another build)")
+            remove_tree(target)
+        return _to_folder(plan, doc, fmt, target, note)
+
+
+def _kind(target: Path) -> object:
+    try:
+        return load_object(target / MANIFEST, "export manifest").get("kind")
+    except (OSError, DataError):
+        return None
 
 
 def plan_export(manifest_path: Path, fmt: str) -> tuple[list[Planned], dict[str, Any]]:
