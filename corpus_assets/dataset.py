@@ -171,6 +171,17 @@ class TokenDataset:
         shard = self._parts[part].shard
         return Provenance(shard, row, self._shard_ids(shard).id_at(row))
 
+    def document_ends(self) -> list[npt.NDArray[np.uint64]]:
+        """Per token file, in manifest order, its `.idx`: each document's end offset (a copy)."""
+        import numpy as np
+
+        return [np.array(p.ends[0 : len(p.ends)], dtype="<u8") for p in self._parts]
+
+    def document_ids(self, shard: str) -> list[str]:
+        """The document ids of one shard (a token file's `shard`), in row order."""
+        table = self._shard_ids(shard).file.read(columns=["id"])
+        return [str(i) for i in table.column(0).to_pylist()]
+
     def _shard_ids(self, shard: str) -> _ShardIds:
         if shard not in self._ids:
             if self._shards is not None:

@@ -15,7 +15,8 @@ The floors, top to bottom (a module may import from its own floor and from every
     calibrators  calibrators/: calibrators shipped with the package (a live model server)
     tasks        tasks/: the task-dataset system (no Dagster)
     core         core/: the stages (no Dagster; its own layers are tests/core/test_layers.py)
-    dataset      dataset.py: TokenDataset, the reader of a token build (imports nothing of ours)
+    dataset      dataset.py: TokenDataset, the reader of a token build (imports nothing of ours);
+                 mixture.py: MixtureDataset, the reader of a mixture (imports dataset.py)
 """
 
 from __future__ import annotations
@@ -41,7 +42,13 @@ FLOORS = [
     "dataset",
 ]
 PACKAGES = set(FLOORS) - {"entry", "definitions", "jobs", "dataset"}
-MODULES = {"cli": "entry", "definitions": "definitions", "jobs": "jobs", "dataset": "dataset"}
+MODULES = {
+    "cli": "entry",
+    "definitions": "definitions",
+    "jobs": "jobs",
+    "dataset": "dataset",
+    "mixture": "dataset",
+}
 
 
 def floor_of(module: str) -> str | None:
