@@ -49,7 +49,7 @@ def file_names(fmt: str, rank: int) -> tuple[str, ...]:
 def megatron_index(ends: Ends, token_size: int) -> Iterator[bytes]:
     """The `.idx` of a Megatron pair whose documents end at `ends` (in tokens), in pieces."""
     count = int(ends.size)
-    starts = np.concatenate((np.zeros(1, dtype=np.int64), ends[:-1].astype(np.int64)))
+    starts = np.concatenate((np.zeros(1, dtype=np.int64), ends.astype(np.int64)))[:count]
     lengths = ends.astype(np.int64) - starts
     if count and int(lengths.max()) > INT32_MAX:
         raise DataError(
