@@ -218,6 +218,19 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_forget(args: argparse.Namespace) -> int:
+    """`corpus forget KEY [--data]`: the partition out of the instance (with --data, its build's
+    files too); one JSON line."""
+    from corpus_assets.build import driver
+    from corpus_assets.instance.forget import forget
+
+    root = _root(args)
+    with driver.instance_for(root, _instance_url(args)) as instance:
+        forgotten = forget(instance, root, args.key, data=args.data)
+    print(json.dumps(forgotten.summary(), sort_keys=True), flush=True)
+    return EXIT_OK
+
+
 def cmd_classifier_train(args: argparse.Namespace) -> int:
     """`corpus classifier train CONFIG`: train and publish a quality classifier (a published
     one of the same config is kept)."""
@@ -630,6 +643,21 @@ def _add_dagster_commands(sub: Any) -> None:
     _add_root(k)
     _add_instance(k)
     k.set_defaults(func=cmd_check)
+
+    f = sub.add_parser(
+        "forget",
+        help="drop a partition from the Dagster instance (refused while a run of it is queued "
+        "or running); --data also removes its build's shards, tokens, report and export",
+    )
+    f.add_argument("key", help="the partition key (`corpus register` prints it)")
+    f.add_argument(
+        "--data",
+        action="store_true",
+        help="also remove the build's files (never the raw cache or another build's files)",
+    )
+    _add_root(f)
+    _add_instance(f)
+    f.set_defaults(func=cmd_forget)
 
     u = sub.add_parser(
         "ui",
