@@ -129,7 +129,16 @@ def _task_config(args: argparse.Namespace) -> bool:
 
 def cmd_register(args: argparse.Namespace) -> int:
     from corpus_assets.core.store.classifier_registry import is_classifier_config
+    from corpus_assets.core.store.mixture_registry import is_mixture_config
 
+    if is_mixture_config(Path(args.file)):
+        from corpus_assets.build import driver
+        from corpus_assets.resources.mixture_configs import register_mixture
+
+        root = _root(args)
+        instance = driver.instance_for(root, _instance_url(args))
+        _print_json(register_mixture(Path(args.file), root, instance))
+        return EXIT_OK
     if is_classifier_config(Path(args.file)):
         from corpus_assets.build import driver
         from corpus_assets.resources.classifier_configs import register_classifier
@@ -273,6 +282,41 @@ def cmd_classifier_train(args: argparse.Namespace) -> int:
     print(f"model sha256   {result.model_sha256}")
     print(f"examples       {counts}")
     print(f"validation     {scores} (at {v['threshold']})")
+    return EXIT_OK
+
+
+def cmd_mix(args: argparse.Namespace) -> int:
+    """`corpus mix CONFIG`: build and publish a mixture's sample index (a built one is kept)."""
+    import os
+
+    from corpus_assets.core.mixture_config import load_mixture_config
+    from corpus_assets.core.stages.mixture import mix
+    from corpus_assets.core.store.layout import Layout
+    from corpus_assets.core.store.progress import Progress
+    from corpus_assets.resources.stage_report import pipes_if_launched
+
+    if args.workers is not None and args.workers < 1:
+        raise _usage(f"--workers must be at least 1, got {args.workers}")
+    cfg = load_mixture_config(args.config)  # a bad config fails before the data root
+    root = _root(args)
+    with pipes_if_launched() as pipes:
+        emit = _emit if pipes is None else pipes.tee(_emit)
+        workers = args.workers or os.cpu_count() or 1
+        result = mix(cfg, Layout(root.resolve()), workers, Progress("mix", emit))
+    m = result.manifest
+    _print_json(
+        {
+            "partition_key": result.partition_key,
+            "folder": str(result.folder),
+            "already_built": result.cached,
+            "train": m["train"],
+            "validation": m["validation"],
+            "components": {
+                c["name"]: {k: c[k] for k in ("samples", "share", "asked", "epochs")}
+                for c in m["components"]
+            },
+        }
+    )
     return EXIT_OK
 
 
@@ -535,6 +579,15 @@ def _parser() -> argparse.ArgumentParser:
     rp.set_defaults(func=cmd_report)
     _add_tasks_command(sub)
     _add_classifier_command(sub)
+    mx = sub.add_parser(
+        "mix",
+        help="build a mixture config's shuffled sample index over its token builds under "
+        "mixtures/<name>-<hash12>/ (train.npy, validation.npy, runs.npy, _MANIFEST.json)",
+    )
+    mx.add_argument("config", help="mixture config file (.toml or .json)")
+    _add_root(mx)
+    mx.add_argument("--workers", type=int, default=None, help="processes hashing document ids")
+    mx.set_defaults(func=cmd_mix)
     e = sub.add_parser(
         "export-hf", help="export a corpus build or a task snapshot as a Hugging Face dataset"
     )

@@ -11,6 +11,7 @@ import dagster as dg
 
 from corpus_assets.assets import checks, quality_model_checks, task_checks
 from corpus_assets.assets.exports import corpus_hf, task_hf
+from corpus_assets.assets.mixture import mixture
 from corpus_assets.assets.quality_model import quality_model
 from corpus_assets.assets.raw import raw
 from corpus_assets.assets.report import report
@@ -27,6 +28,7 @@ from corpus_assets.jobs import (
 )
 from corpus_assets.resources.classifier_configs import ClassifierConfigStore
 from corpus_assets.resources.configs import ConfigStore
+from corpus_assets.resources.mixture_configs import MixtureConfigStore
 from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.resources.stage_runner import StageRunner
 from corpus_assets.resources.task_configs import TaskConfigStore
@@ -53,6 +55,7 @@ def build_defs(
         task_hf,
         quality_model,
         token_exports,
+        mixture,
     ]
     return dg.Definitions(
         assets=dg.map_asset_specs(lambda spec: spec.replace_attributes(owners=OWNERS), assets),
@@ -76,6 +79,7 @@ def build_defs(
             "configs": ConfigStore(paths=paths),
             "task_configs": TaskConfigStore(paths=paths),
             "classifier_configs": ClassifierConfigStore(paths=paths),
+            "mixture_configs": MixtureConfigStore(paths=paths),
             "stage_runner": stage_runner or StageRunner(),
         },
     )

@@ -1,6 +1,6 @@
 """The partitions: one per registered corpus config (`<dataset>-<version>-<hash12>`), one per
-registered task-job config (`<name>-<hash12>`) and one per registered classifier config
-(`<name>-<hash12>`)."""
+registered task-job config (`<name>-<hash12>`), one per registered classifier config
+(`<name>-<hash12>`) and one per registered mixture config (`<name>-<hash12>`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import dagster as dg
 CORPUS_CONFIGS = "corpus_configs"
 TASK_CONFIGS = "task_configs"
 CLASSIFIER_CONFIGS = "classifier_configs"
+MIXTURE_CONFIGS = "mixture_configs"
 
 corpus_configs = dg.DynamicPartitionsDefinition(name=CORPUS_CONFIGS)
 task_configs = dg.DynamicPartitionsDefinition(name=TASK_CONFIGS)
 classifier_configs = dg.DynamicPartitionsDefinition(name=CLASSIFIER_CONFIGS)
+mixture_configs = dg.DynamicPartitionsDefinition(name=MIXTURE_CONFIGS)

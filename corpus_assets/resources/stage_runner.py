@@ -134,6 +134,14 @@ class StageRunner(dg.ConfigurableResource["StageRunner"]):
         except dg.Failure as error:
             self._raise_retry_or(context, "classifier", error)
 
+    def run_mix(self, context: dg.AssetExecutionContext, config_file: Path, root: Path) -> None:
+        """`corpus mix`: build and publish the partition's sample index (a built one is kept),
+        or a Failure with the command's one line (not retried)."""
+        argv = ["mix", str(config_file), "--root", str(root)]
+        if self.workers is not None:
+            argv += ["--workers", str(self.workers)]
+        self._run(context, argv, "mix")
+
     def _one_materialization(
         self, results: Sequence[dg.PipesExecutionResult], what: str
     ) -> dg.MaterializeResult[Any]:

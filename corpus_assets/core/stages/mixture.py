@@ -135,7 +135,10 @@ def _open(cfg: LoadedMixtureConfig, spec: Component, layout: Layout) -> _Input:
         raise UpstreamMissing(
             "tokens", f"component {spec.name!r}: no token build manifest at {location}"
         ) from None
-    return _Input(spec, location, sha, TokenDataset(location))
+    try:
+        return _Input(spec, location, sha, TokenDataset(location))
+    except (ValueError, KeyError) as exc:
+        raise DataError(f"component {spec.name!r}: {location}: {exc}") from None
 
 
 def _published(final: Path) -> dict[str, Any] | None:
