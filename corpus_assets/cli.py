@@ -85,10 +85,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _backend(args: argparse.Namespace) -> Any:
-    """--backend and --ray-address, checked (the core's Backend)."""
+    """--backend, --ray-address and --ray-shared-root, checked (the core's Backend)."""
     from corpus_assets.core.stages.backend import Backend
 
-    return Backend(args.backend, args.ray_address)
+    return Backend(args.backend, args.ray_address, args.ray_shared_root == "yes")
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
@@ -178,7 +178,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     if args.refresh:
         settings["refresh"] = True
     if backend.is_ray:
-        settings.update(backend="ray", ray_address=backend.ray_address)
+        settings.update(
+            backend="ray", ray_address=backend.ray_address, ray_shared_root=backend.shared_root
+        )
     runner = StageRunner(**settings) if settings else None
     if args.publish:  # a URL that cannot be published to fails before the build
         from corpus_assets.core.stages.publish import check_destination
@@ -492,6 +494,20 @@ def cmd_export_hf(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_export_tokens(args: argparse.Namespace) -> int:
+    """`corpus export-tokens BUILD --format F --to DEST`: one JSON object of what was written."""
+    import dataclasses
+
+    from corpus_assets.core.stages.export_tokens import export_tokens, tokens_manifest_of
+
+    path = Path(args.path)
+    if not path.exists():
+        raise _usage(f"{path}: no such file or folder")
+    done = export_tokens(tokens_manifest_of(path), args.format, args.to, _emit)
+    _print_json(dataclasses.asdict(done))
+    return EXIT_OK
+
+
 def _export_snapshot(path: Path, dest: Path) -> dict[str, Any]:
     """`corpus export-hf` of a task snapshot: its training rows, by the task export."""
     from corpus_assets.tasks.export import EXPORT_SOURCE, export_hf_dataset, snapshot_folder_of
@@ -594,6 +610,17 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("path", help="a shards _MANIFEST.json or its folder, or a task snapshot folder")
     e.add_argument("dest", help="the new dataset folder (must not exist)")
     e.set_defaults(func=cmd_export_hf)
+    x = sub.add_parser(
+        "export-tokens",
+        help="export a token build as Megatron-LM's or nanotron's token files (the bytes "
+        "datatrove's writers make), to a new folder or s3://... (docs/training.md)",
+    )
+    x.add_argument("path", help="a tokens _MANIFEST.json or its folder")
+    x.add_argument("--format", required=True, choices=("megatron", "nanotron"))
+    x.add_argument(
+        "--to", required=True, help="a new folder, or s3://BUCKET/PREFIX (any fsspec URL)"
+    )
+    x.set_defaults(func=cmd_export_tokens)
     _add_dagster_commands(sub)
     return p
 
@@ -742,7 +769,15 @@ def _add_backend(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="ADDR",
         help="the Ray cluster to use (HOST:PORT); without it --backend ray starts a local Ray "
-        "for the stage and stops it after. Every node must see the data root at the same path",
+        "for the stage and stops it after",
+    )
+    p.add_argument(
+        "--ray-shared-root",
+        choices=("yes", "no"),
+        default="yes",
+        help="yes (default): every Ray node mounts the data root at the same path (checked "
+        "first); no: tasks get their inputs and send their files back through Ray's object "
+        "store, and only this machine needs the data root",
     )
 
 
