@@ -33,6 +33,7 @@ def test_definitions_load() -> None:
         "task_hf",
         "quality_model",
         "token_exports",
+        "mixture",
     }
     for name, group, partitions in (
         ("raw", "corpus", "corpus_configs"),
@@ -40,6 +41,7 @@ def test_definitions_load() -> None:
         ("tokens", "corpus", "corpus_configs"),
         ("report", "corpus", "corpus_configs"),
         ("task_dataset", "tasks", "task_configs"),
+        ("mixture", "training", "mixture_configs"),
     ):
         node = graph.get(dg.AssetKey(name))
         assert node.group_name == group
@@ -57,6 +59,7 @@ def test_definitions_load() -> None:
     assert graph.get(dg.AssetKey("task_dataset")).parent_keys == set()
     assert graph.get(dg.AssetKey("corpus_hf")).parent_keys == {dg.AssetKey("shards")}
     assert graph.get(dg.AssetKey("token_exports")).parent_keys == {dg.AssetKey("tokens")}
+    assert graph.get(dg.AssetKey("mixture")).parent_keys == {dg.AssetKey("tokens")}
     assert graph.get(dg.AssetKey("task_hf")).parent_keys == {dg.AssetKey("task_dataset")}
     task_job = defs.resolve_job_def("task_build")
     assert {k.to_user_string() for k in task_job.asset_layer.asset_graph.get_all_asset_keys()} >= {
