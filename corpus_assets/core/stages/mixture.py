@@ -209,10 +209,15 @@ def _shards(ds: TokenDataset) -> list[str]:
     return [f["shard"] for f in ds.manifest["files"] if f["name"].endswith(".bin")]
 
 
+_OPEN: dict[str, TokenDataset] = {}
+
+
 def _hash_shard(task: tuple[str, str, str]) -> None:
     """The 8-byte blake2b of each document id of one shard, written atomically."""
     location, shard, out = task
-    ids = TokenDataset(location).document_ids(shard)
+    if location not in _OPEN:  # one per process: opening maps every token file of the build
+        _OPEN[location] = TokenDataset(location)
+    ids = _OPEN[location].document_ids(shard)
     digests = b"".join(hashlib.blake2b(i.encode("utf-8"), digest_size=8).digest() for i in ids)
     hashes = np.frombuffer(digests, dtype="<u8")
     with atomic_writer(Path(out)) as fh:
