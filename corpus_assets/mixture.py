@@ -121,6 +121,7 @@ class MixtureDataset:
         index = _load(self.folder, f"{split}.npy")
         self._component = np.array(index["component"])  # in memory: a sample is two lookups
         self._position = np.array(index["position"])
+        self._count = len(self._position)
         s = SPLITS.index(split)
         self._parts = [
             _Component(
@@ -140,7 +141,8 @@ class MixtureDataset:
 
     def __getitem__(self, i: int) -> npt.NDArray[Any]:
         """Sample i: `seq_len + 1` token ids (inputs `s[:-1]`, targets `s[1:]`), a new array."""
-        i = self._check(i)
+        if not 0 <= i < self._count:
+            i = self._check(i)
         part = self._parts[int(self._component[i])]
         return part.read(int(self._position[i]), self.seq_len + 1)
 
@@ -225,6 +227,13 @@ class _Component:
         self.starts: list[int] = runs["start"].tolist()
         self.ends: list[int] = (runs["start"] + runs["length"]).tolist()
         self._doc_starts: npt.NDArray[np.uint64] | None = None
+        bins = [f for f in ds.manifest["files"] if f["name"].endswith(".bin")]
+        self.file_starts = [0]
+        for f in bins:
+            self.file_starts.append(self.file_starts[-1] + f["tokens"])
+        self.files: list[npt.NDArray[Any]] | None = None
+        if isinstance(ds.folder, Path):  # local: plain views of the mapped files, sliced fast
+            self.files = [_mapped(ds.folder / f["name"], ds.dtype, f["bytes"]) for f in bins]
 
     def pieces(self, position: int, n: int) -> Iterator[tuple[int, int]]:
         """(start, stop) token ranges of the `n` stream tokens from `position`."""
@@ -240,6 +249,11 @@ class _Component:
     def read(self, position: int, n: int) -> npt.NDArray[Any]:
         r = bisect.bisect_right(self.starts, position) - 1
         if position + n <= self.ends[r]:
+            if self.files is not None:  # most samples: one slice of one file
+                k = bisect.bisect_right(self.file_starts, position) - 1
+                if position + n <= self.file_starts[k + 1]:
+                    local = position - self.file_starts[k]
+                    return self.files[k][local : local + n].copy()
             return self.ds.token_range(position, position + n)
         return np.concatenate([self.ds.token_range(a, b) for a, b in self.pieces(position, n)])
 
@@ -272,6 +286,12 @@ def document_spans(ds: TokenDataset) -> tuple[npt.NDArray[np.uint64], npt.NDArra
         base += int(ends[-1]) if len(ends) else 0
     empty = [np.zeros(0, "<u8")]
     return np.concatenate(starts or empty), np.concatenate(lengths or empty)
+
+
+def _mapped(path: Path, dtype: np.dtype[Any], size: int) -> npt.NDArray[Any]:
+    if size == 0:  # mmap cannot map an empty file
+        return np.zeros(0, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r").view(np.ndarray)
 
 
 def _manifest_path(location: str) -> str:

@@ -306,3 +306,15 @@ def test_components_of_two_tokenizers_are_refused(builds: dict[str, Path], tmp_p
     ]
     with pytest.raises(ConfigError, match="a mixture's components share one tokenizer"):
         build_mixture(tmp_path, comps)
+
+
+def test_a_published_mixture_reads_the_same_samples_by_ranged_reads(
+    ds: MixtureDataset, mixed: MixResult
+) -> None:
+    """Opened by URL (fsspec; `file://` here, as `s3://` would be), components too."""
+    remote = MixtureDataset(f"file://{mixed.folder}")
+    assert len(remote) == len(ds)
+    assert remote._parts[0].files is None  # really not memory-mapped
+    for i in range(0, len(ds), 53):
+        assert np.array_equal(remote[i], ds[i])
+    assert remote.provenance(7) == ds.provenance(7)
