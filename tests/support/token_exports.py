@@ -44,16 +44,26 @@ def working_dir(path: Path) -> Iterator[None]:
 
 
 def run_datatrove(
-    shards: Path, out: Path, fmt: str, name: str, tokenizer_file: Path, eos_token: str
+    shards: Path,
+    out: Path,
+    fmt: str,
+    name: str,
+    tokenizer_file: Path,
+    eos_token: str,
+    template: str | None = None,
 ) -> None:
     """datatrove's writer for `fmt` on every shard of `shards` (shard i as rank i) into `out`.
 
     The tokenizer file is copied to `name` (a path relative to a scratch working folder), so
     datatrove loads it from disk and records `name`, as a run with the hub id `name` would.
+    With `template` (`<bos> $A <eos>`), the writer's post-processor is that template instead of
+    the `$A <EOS>` its `eos_token` gives.
     """
     from datatrove.data import Document
     from datatrove.pipeline.tokens.megatron_tokenizer import MegatronDocumentTokenizer
     from datatrove.pipeline.tokens.tokenizer import DocumentTokenizer
+    from tokenizers import Tokenizer
+    from tokenizers.processors import TemplateProcessing
 
     scratch = out.with_name(f"{out.name}-tokenizer")
     (scratch / name).parent.mkdir(parents=True, exist_ok=True)
@@ -74,6 +84,12 @@ def run_datatrove(
                     str(out), tokenizer_name_or_path=name, eos_token=eos_token,
                     shuffle_documents=False,
                 )  # fmt: skip
+            if template is not None:
+                specials = Tokenizer.from_file(name).get_vocab(with_added_tokens=True)
+                used = sorted({t for t in template.split() if t != "$A"})
+                step.post_processor = TemplateProcessing(
+                    single=template, special_tokens=[(t, specials[t]) for t in used]
+                )
             step.run(iter(docs), rank=rank)
 
 
