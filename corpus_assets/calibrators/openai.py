@@ -9,7 +9,10 @@ from the public task alone: the recipe's `prompt(task)` when it has one, else th
 `input` when that is a string (one user message) or a list of `{role, content}` messages.
 All repeats of a task are one request with `n = repeats`; a server that answers fewer choices
 (it ignores `n`) is asked the rest in separate requests (with a `seed`, repeat r is sent with
-seed + r). At most `max_concurrency` requests are in flight. Faults are retried as
+seed + r). At most `max_concurrency` requests are in flight, and each request's answers are
+handed to the executor's `context.keep` before its slot takes the next request, so a kill
+re-asks at most the requests in flight; a call asked again returns what `context.answered`
+holds without asking for it. Faults are retried as
 `retrying.py` says; an answer that ended for the model's reason (`length`, `content_filter`) is
 an attempt with that `failure_reason` (`chat.py`). The API key is read from the environment
 variable named by `api_key_env` when a request is made, and written nowhere; a `base_url` with a
@@ -24,9 +27,8 @@ import asyncio
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import openai
@@ -50,6 +52,8 @@ from corpus_assets.tasks.calibration import (
 from corpus_assets.tasks.types import JSON, PublicTask
 
 MODULES = ("openai", "chat", "record", "retrying", "settings")  # the calibrator's code
+Pair = tuple[str, int]
+Keep = Callable[[Sequence[Attempt]], Awaitable[None]]
 NO_KEY = "EMPTY"  # what a local server without a key accepts (vLLM's convention)
 
 
@@ -121,26 +125,42 @@ class LiveResponses:
         prompt = context.prompt or default_messages
         asked = [(task, messages_of(prompt, task)) for task in tasks]
         served = await self._identify()
-        known = {} if self.recorder is None else self.recorder.load(context.batch_index)
+        known = dict(context.answered)
+        if self.recorder is not None:
+            known = {**self.recorder.load(context.batch_index), **known}
         repeats = context.repeats
         todo = [
             (t, m) for t, m in asked if any((t.task_id, r) not in known for r in range(repeats))
         ]
         results = await asyncio.gather(
-            *(self._ask(t, m, repeats) for t, m in todo), return_exceptions=True
+            *(self._ask(t, m, repeats, known, context.keep) for t, m in todo),
+            return_exceptions=True,
         )
-        fresh = [a for r in results if isinstance(r, list) for a in r]
+        answers = known | {
+            (a.task_id, a.repeat): a for r in results if isinstance(r, list) for a in r
+        }
         if self.recorder is not None:
-            await self.recorder.keep(context.batch_index, fresh)
+            await self.recorder.keep(context.batch_index, self._unrecorded(tasks, repeats, answers))
         for result in results:
             if isinstance(result, BaseException):
                 raise result
-        answers = {(a.task_id, a.repeat): a for a in fresh}
         if self.recorder is not None:
             await self.recorder.finish(context.batch_index, context.batch_task_ids, repeats)
-            answers = {**self.recorder.known, **answers}
         attempts = tuple(answers[(t.task_id, r)] for t in tasks for r in range(repeats))
         return CalibrationBatch(attempts, self._provenance(served, context))
+
+    def _unrecorded(
+        self, tasks: Sequence[PublicTask], repeats: int, answers: Mapping[Pair, Attempt]
+    ) -> list[Attempt]:
+        """The answers of the tasks answered in full that the record does not hold yet."""
+        assert self.recorder is not None
+        return [
+            answers[(t.task_id, r)]
+            for t in tasks
+            if all((t.task_id, r) in answers for r in range(repeats))
+            and (t.task_id, 0) not in self.recorder.known
+            for r in range(repeats)
+        ]
 
     def _bind(self) -> None:
         """A client and a limit for the running event loop (a retried job may bring a new one)."""
@@ -194,41 +214,53 @@ class LiveResponses:
         key = hashlib.sha256(text.encode("utf-8")).hexdigest()
         return Recorder(self.settings.record_dir, identity, key)
 
-    async def _ask(self, task: PublicTask, messages: list[JSON], repeats: int) -> list[Attempt]:
-        """The task's `repeats` attempts: one request with `n`, or one per repeat."""
-        choices: list[tuple[JSON, str | None]] = []
-        if not self.ignores_n:
-            choices = await self._complete(task, messages, repeats, 0)
-            if len(choices) < repeats:
+    async def _ask(
+        self,
+        task: PublicTask,
+        messages: list[JSON],
+        repeats: int,
+        known: Mapping[Pair, Attempt],
+        keep: Keep | None,
+    ) -> list[Attempt]:
+        """The task's attempts not `known`: one request with `n`, or one per repeat."""
+        missing = [r for r in range(repeats) if (task.task_id, r) not in known]
+        fresh: list[Attempt] = []
+        if len(missing) == repeats and not self.ignores_n:
+            fresh = await self._complete(task, messages, repeats, 0, keep)
+            if len(fresh) < repeats:
                 self.ignores_n = True
-        rest = range(len(choices), repeats)
-        more = await asyncio.gather(*(self._complete(task, messages, 1, r) for r in rest))
-        choices += [c[0] for c in more]
-        return [
-            Attempt(task.task_id, r, response, reason)
-            for r, (response, reason) in enumerate(choices[:repeats])
-        ]
+            missing = missing[len(fresh) :]
+        more = await asyncio.gather(*(self._complete(task, messages, 1, r, keep) for r in missing))
+        return fresh + [attempt for one in more for attempt in one]
 
     async def _complete(
-        self, task: PublicTask, messages: list[JSON], n: int, repeat: int
-    ) -> list[tuple[JSON, str | None]]:
-        """One chat completion's choices in index order: (content, failure reason or None)."""
+        self, task: PublicTask, messages: list[JSON], n: int, repeat: int, keep: Keep | None
+    ) -> list[Attempt]:
+        """One chat completion's choices in index order as the attempts of repeats `repeat`,
+        `repeat + 1`, ...; kept (when the executor gives `keep`) before its slot is freed."""
         generation = dict(self.settings.generation)
         if "seed" in generation and repeat:
             generation["seed"] = int(generation["seed"]) + repeat
         what = f"task {task.task_id!r}: POST {self.settings.base_url}/chat/completions"
         request = self.client().chat.completions.create
 
-        async def send() -> Any:
-            return await request(
+        async def send() -> list[Attempt]:
+            answer = await request(
                 model=self.settings.model,
                 messages=messages,
                 n=n,
                 **generation,
             )
+            choices = read_choices(answer, what)[:n]
+            attempts = [
+                Attempt(task.task_id, repeat + i, response, reason)
+                for i, (response, reason) in enumerate(choices)
+            ]
+            if keep is not None:
+                await keep(attempts)
+            return attempts
 
-        answer = await with_retries(send, what, self.settings.retries, self._limit)
-        return read_choices(answer, what)
+        return await with_retries(send, what, self.settings.retries, self._limit)
 
     def _provenance(self, served: Served, context: CalibrationContext) -> dict[str, JSON]:
         """The same for every call of a batch: the served identity, settings and reports."""

@@ -4,9 +4,12 @@ For each batch, the retained candidates that have no responses yet go to the cal
 of at most `execution.batch_size` public tasks, at most `execution.max_workers` calls at a time,
 all repeats of a task inside one call. Each finished call is checked (`check_attempts`) and its
 responses and provenance are committed in one transaction before anything is graded, so a job
-killed or failed at any later point resumes without asking again for what it already has. The
-grading runs in the worker pool with the recipe's own `score` and the private reference, which
-never leaves the executor; a grading failure regrades from the stored responses.
+killed or failed at any later point resumes without asking again for what it already has.
+Inside a call, what a calibrator hands over through `context.keep` (the live calibrator: each
+request's answers) is durable at once in the batch's answer journal (`answer_journal.py`), and
+a call asked again gets it back in `context.answered`, so a kill loses only requests in flight.
+The grading runs in the worker pool with the recipe's own `score` and the private reference,
+which never leaves the executor; a grading failure regrades from the stored responses.
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ import json
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from corpus_assets.core.errors import ConfigError
+from corpus_assets.tasks.answer_journal import AnswerJournal, journal_path
 from corpus_assets.tasks.calibration import (
     CalibrationBatch,
     CalibrationContext,
@@ -101,20 +106,31 @@ class CalibrateStep:
         self.max_workers = max_workers
 
     async def ask(self, ckpt: Checkpoints, batch: int, cancelled: Callable[[], bool]) -> None:
-        """Call the calibrator for the batch's candidates without responses; commit each call."""
+        """Call the calibrator for the batch's candidates without responses; commit each call.
+
+        The answers a calibrator hands over through `context.keep` go to the batch's answer
+        journal beside the checkpoints first; a call asked again gets them in
+        `context.answered`, and once every candidate has its responses the journal is removed.
+        """
         calls = ckpt.seq_pages(batch, self.batch_size, without="responses")
         seqs = next(calls, None)
+        path = journal_path(ckpt.path.parent, batch)
         if seqs is None:
+            path.unlink(missing_ok=True)
             return
+        journal = AnswerJournal.open(path, lambda ids: ckpt.responses(ids).keys())
         context = CalibrationContext(
-            batch, self.repeats, self.purpose, self.seed, ckpt.batch_task_ids(batch), self.prompt
-        )
+            batch, self.repeats, self.purpose, self.seed, ckpt.batch_task_ids(batch), self.prompt,
+            journal.keep,
+        )  # fmt: skip
         running: set[asyncio.Task[tuple[int, list[PublicTask], CalibrationBatch]]] = set()
         try:
             while seqs is not None or running:
                 while seqs is not None and len(running) < self.max_workers:
                     tasks = [_public(text) for text in ckpt.candidate_rows(seqs, "public")]
-                    running.add(asyncio.ensure_future(self._call(seqs[0], tasks, context)))
+                    answered = journal.answered(t.task_id for t in tasks)
+                    call = self._call(seqs[0], tasks, replace(context, answered=answered))
+                    running.add(asyncio.ensure_future(call))
                     seqs = next(calls, None)
                 done, running = await asyncio.wait(
                     running, timeout=POLL_S, return_when=asyncio.FIRST_COMPLETED
@@ -126,6 +142,8 @@ class CalibrateStep:
             for task in running:
                 task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
+            journal.close()
+        journal.remove()
 
     async def _call(
         self, first: int, tasks: list[PublicTask], context: CalibrationContext

@@ -50,7 +50,12 @@ class CalibrationContext:
     """What a calibrator is told: the batch, repeats, the job's purpose and seed, the ids of
     all the batch's retained candidates (`work/batch-N-candidates.jsonl`), of which one call
     gets at most `execution.batch_size`, and the recipe's optional `prompt(task)` method (how a
-    public task is asked of a chat model), None when the recipe has none."""
+    public task is asked of a chat model), None when the recipe has none.
+
+    `keep` and `answered` let a calibrator lose nothing to a kill: `await keep(attempts)` makes
+    answers durable the moment they arrive (all or nothing; `answer_journal.py`), and a call
+    asked again after a kill, a cancel or a failure gets in `answered` what an earlier attempt
+    kept for its tasks, to return as it is instead of asking again."""
 
     batch_index: int
     repeats: int
@@ -58,6 +63,8 @@ class CalibrationContext:
     seed: int
     batch_task_ids: Sequence[str] = ()  # all of the batch's retained candidates, in order
     prompt: Callable[[PublicTask], JSON] | None = None
+    keep: Callable[[Sequence[Attempt]], Awaitable[None]] | None = None
+    answered: Mapping[tuple[str, int], Attempt] = field(default_factory=dict)
 
 
 class Calibrator(Protocol):
