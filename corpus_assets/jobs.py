@@ -1,24 +1,26 @@
 """The jobs: `corpus_build` (the corpus assets and their checks), `task_build` (the task
 snapshot and its checks), `classifier_train` (a quality classifier and its check),
-`corpus_recheck` (a built partition's checks again, the partition
-picked in the Launchpad) and `corpus_cleanup`."""
+`corpus_export` and `task_export` (the Hugging Face exports), `corpus_recheck` and
+`task_recheck` (a built partition's checks again, the partition picked in the Launchpad) and
+`corpus_cleanup`. `JOBS` is every one of them."""
 
 import time
 
 import dagster as dg
 
+from corpus_assets.assets.exports import corpus_hf, task_hf
+from corpus_assets.assets.recheck import recheck_partition, recheck_task_partition
 from corpus_assets.assets.report import report
 from corpus_assets.assets.shards import shards
 from corpus_assets.assets.step_failure import one_sentence
 from corpus_assets.assets.tokens import tokens
 from corpus_assets.core.config import load_config
-from corpus_assets.core.errors import CorpusError
 from corpus_assets.core.stages.cleanup import published_after
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.instance.dead_runs import cleanup_blocker
 from corpus_assets.instance.failures import forget_partition
 from corpus_assets.resources.configs import ConfigStore
-from corpus_assets.resources.partitions import corpus_configs
+from corpus_assets.resources.partitions import corpus_configs, task_configs
 from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.resources.stage_runner import StageRunner
 
@@ -27,6 +29,9 @@ CLEANUP_JOB = "corpus_cleanup"
 TASK_JOB = "task_build"
 CLASSIFIER_JOB = "classifier_train"
 RECHECK_JOB = "corpus_recheck"
+TASK_RECHECK_JOB = "task_recheck"
+EXPORT_JOB = "corpus_export"
+TASK_EXPORT_JOB = "task_export"
 BUILD_ASSETS = dg.AssetSelection.groups("corpus")
 TASK_ASSETS = dg.AssetSelection.groups("tasks")
 CLASSIFIER_ASSETS = dg.AssetSelection.groups("classifiers")
@@ -61,6 +66,24 @@ classifier_train = dg.define_asset_job(
     tags=BUILD_TAGS,
     description="Train (or keep, when trained) one registered classifier config (a "
     "classifier_configs partition) and check its model file against its manifest.",
+)
+
+corpus_export = dg.define_asset_job(
+    EXPORT_JOB,
+    selection=dg.AssetSelection.assets(corpus_hf),
+    executor_def=dg.in_process_executor,
+    tags=BUILD_TAGS,
+    description="Export one built corpus partition's shards as a Hugging Face `datasets` folder "
+    "(corpus_hf): Materialize…, pick the partition.",
+)
+
+task_export = dg.define_asset_job(
+    TASK_EXPORT_JOB,
+    selection=dg.AssetSelection.assets(task_hf),
+    executor_def=dg.in_process_executor,
+    tags=BUILD_TAGS,
+    description="Export one task partition's training rows as a Hugging Face `datasets` folder "
+    "(task_hf): Materialize…, pick the partition.",
 )
 
 
@@ -102,27 +125,6 @@ def cleanup_partition(
     )
 
 
-@dg.op
-def recheck_partition(context: dg.OpExecutionContext, paths: CorpusPaths) -> None:
-    """Run the shards and tokens checks of the run's partition as built now (no rebuild); a
-    partition with no build is refused in one line."""
-    from corpus_assets.assets.recheck import recheck
-
-    key = context.partition_key
-    with one_sentence(context):
-        try:
-            done = recheck(context.instance, paths.root_path(), key, context.log_event)  # type: ignore[arg-type]  # log_event records AssetCheckEvaluations too
-        except CorpusError as exc:
-            raise dg.Failure(
-                str(exc), metadata={"exit_code": exc.exit_code}, allow_retries=False
-            ) from None
-        for name, outcome in done.outcomes.items():
-            context.log.info(f"{name}: {outcome}")
-        failed = [name for name, outcome in done.outcomes.items() if outcome == "failed"]
-        if failed:
-            raise dg.Failure(f"checks failed on {key}: {', '.join(failed)}", allow_retries=False)
-
-
 @dg.job(
     name=RECHECK_JOB,
     partitions_def=corpus_configs,
@@ -135,7 +137,31 @@ def corpus_recheck() -> None:
     recheck_partition()
 
 
+@dg.job(
+    name=TASK_RECHECK_JOB,
+    partitions_def=task_configs,
+    executor_def=dg.in_process_executor,
+    description="Run the task_dataset checks of materialized task partitions again, without "
+    "rebuilding them: Launchpad → pick the partition; a partition with no snapshot is refused.",
+)
+def task_recheck() -> None:
+    """Re-run one task partition's checks."""
+    recheck_task_partition()
+
+
 @dg.job(name=CLEANUP_JOB, executor_def=dg.in_process_executor)
 def corpus_cleanup() -> None:
     """Remove one partition's outputs, materializations and check results (sensors launch it)."""
     cleanup_partition()
+
+
+JOBS = (
+    corpus_build,
+    task_build,
+    classifier_train,
+    corpus_export,
+    task_export,
+    corpus_cleanup,
+    corpus_recheck,
+    task_recheck,
+)

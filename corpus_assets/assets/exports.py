@@ -30,6 +30,14 @@ EXPORTS = "exports"
 SOURCE = "corpus_source.json"
 SAMPLE_ROWS = 3
 SAMPLE_CHARS = 200
+TASK_HF_COLUMNS = {
+    "task_id": "the task's id, as in the snapshot's public.jsonl",
+    "messages": "the chat messages the model is given (the recipe's training row)",
+    "answer": "the answer the model should give, from the task's private reference",
+}
+"""What the columns of the shipped recipes' training rows hold; another recipe's other columns
+read as "a field of the recipe's training row"."""
+OTHER_TASK_COLUMN = "a field of the recipe's training row"
 
 
 def _source_of(dest: Path) -> dict[str, Any] | None:
@@ -51,7 +59,7 @@ def _fresh(dest: Path, key: str, want: str) -> bool:
 
 
 def dataset_view(
-    dest: Path, descriptions: dict[str, str] | None = None
+    dest: Path, descriptions: dict[str, str] | None = None, default: str | None = None
 ) -> dict[str, dg.MetadataValue[Any]]:
     """The exported dataset's column schema and its first rows (long values cut short), read
     from the `save_to_disk` Arrow files without loading `datasets`."""
@@ -68,7 +76,7 @@ def dataset_view(
         except StopIteration:  # no rows
             rows = []
     about = descriptions or {}
-    columns = [dg.TableColumn(f.name, str(f.type), about.get(f.name)) for f in schema]
+    columns = [dg.TableColumn(f.name, str(f.type), about.get(f.name, default)) for f in schema]
     sample = [dg.TableRecord({k: _shown(v) for k, v in row.items()}) for row in rows]
     return {
         "dagster/column_schema": dg.MetadataValue.table_schema(dg.TableSchema(columns)),
@@ -148,7 +156,7 @@ def task_hf(
             "dagster/row_count": int(snapshot.manifest["rows"]),
             "dataset_id": snapshot.dataset_id,
             "reused": reused,
-            **dataset_view(dest),
+            **dataset_view(dest, TASK_HF_COLUMNS, OTHER_TASK_COLUMN),
         },
         data_version=dg.DataVersion(snapshot.dataset_id),
     )

@@ -12,6 +12,15 @@ from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.resources.retries import FETCH_RETRY
 from corpus_assets.resources.stage_runner import StageRunner
 
+RAW_COLUMNS = (
+    ("id", "string", "the document id: the source's id field, else source name and row"),
+    ("text", "string", "the text as read, before filters, dedup and PII scrubbing"),
+    ("source", "string", "the config's name for the source"),
+    ("license", "string", "the source's license, as the config declares it"),
+    ("meta", "string", "the record's other fields, as a JSON object"),
+)
+"""The columns of the raw cache's Parquet parts (core/stages/fetch.py RAW_SCHEMA)."""
+
 
 @dg.asset(
     code_version=CODE_VERSION,
@@ -20,6 +29,11 @@ from corpus_assets.resources.stage_runner import StageRunner
     retry_policy=FETCH_RETRY,
     kinds={"python", "parquet"},
     tags={"corpus/stage": "fetch"},
+    metadata={
+        "dagster/column_schema": dg.TableSchema(
+            [dg.TableColumn(name, kind, about) for name, kind, about in RAW_COLUMNS]
+        )
+    },
 )
 def raw(
     context: dg.AssetExecutionContext,

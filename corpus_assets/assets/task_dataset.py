@@ -16,6 +16,15 @@ from corpus_assets.resources.retries import TASK_RETRY
 from corpus_assets.resources.stage_runner import StageRunner
 from corpus_assets.resources.task_configs import TaskConfigStore
 
+TASK_COLUMNS = (
+    ("task_id", "string", "the task's id, the same on its row of every snapshot file"),
+    ("input", "json", "public.jsonl: what the model is shown (the recipe's public task)"),
+    ("metadata", "json", "public.jsonl: the task's public metadata (family, difficulty, ...)"),
+    ("reference", "json", "references.jsonl (owner-only): the private reference answer"),
+    ("train", "json", "train.jsonl: the recipe's training row (task_hf exports these rows)"),
+)
+"""One row per selected task across the snapshot's row-aligned files (tasks/snapshot.py)."""
+
 
 @dg.asset(
     code_version=CODE_VERSION,
@@ -24,6 +33,11 @@ from corpus_assets.resources.task_configs import TaskConfigStore
     retry_policy=TASK_RETRY,
     kinds={"python", "json"},
     tags={"corpus/stage": "tasks"},
+    metadata={
+        "dagster/column_schema": dg.TableSchema(
+            [dg.TableColumn(name, kind, about) for name, kind, about in TASK_COLUMNS]
+        )
+    },
 )
 def task_dataset(
     context: dg.AssetExecutionContext,

@@ -1,4 +1,5 @@
-"""The graph as defined: it loads, and its shape, policies and defaults are what DESIGN §6 says."""
+"""The graph as defined: it loads, and its shape, jobs, policies and defaults are what the docs
+say (docs/ui.md, docs/reliability.md)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from corpus_assets.assets.raw import raw
 from corpus_assets.assets.shards import shards
 from corpus_assets.assets.tokens import tokens
 from corpus_assets.definitions import defs
-from corpus_assets.jobs import BUILD_TAGS
+from corpus_assets.jobs import BUILD_TAGS, JOBS
 from corpus_assets.resources.retries import FETCH_RETRY, STAGE_RETRY
 from corpus_assets.resources.stage_runner import StageRunner
 
@@ -107,6 +108,61 @@ def test_jobs_sensors_and_stage_options() -> None:
     assert policies == {"raw": FETCH_RETRY, "shards": STAGE_RETRY, "tokens": STAGE_RETRY}
     assert FETCH_RETRY.max_retries > STAGE_RETRY.max_retries > 0
     assert StageRunner().heartbeat_timeout_s == 120.0
+
+
+def test_every_job_is_defined_and_the_exports_have_jobs_of_their_own() -> None:
+    """The export runs name their job (not "Job None"); the task checks have a re-check job
+    with its own partition picker, like the corpus checks."""
+    defined = {job.name for job in defs.resolve_all_job_defs()}
+    assert {job.name for job in JOBS} <= defined
+    for name, asset, partitions in (
+        ("corpus_export", "corpus_hf", "corpus_configs"),
+        ("task_export", "task_hf", "task_configs"),
+    ):
+        job = defs.resolve_job_def(name)
+        assets = job.asset_layer.asset_graph.get_all_asset_keys()
+        assert {k for k in assets if job.asset_layer.asset_graph.get(k).is_executable} == {
+            dg.AssetKey(asset)
+        }
+        assert job.partitions_def is not None and job.partitions_def.name == partitions  # type: ignore[attr-defined]
+    for name, partitions in (
+        ("corpus_recheck", "corpus_configs"),
+        ("task_recheck", "task_configs"),
+    ):
+        recheck = defs.resolve_job_def(name)
+        assert isinstance(recheck.partitions_def, dg.DynamicPartitionsDefinition)
+        assert recheck.partitions_def.name == partitions
+
+
+def test_raw_and_task_dataset_have_column_schemas() -> None:
+    """`dagster/column_schema` on the asset definitions: raw's Parquet columns as the fetch
+    writes them, the task snapshot's row-aligned fields; every column described."""
+    from corpus_assets.core.stages.fetch import RAW_SCHEMA
+    from corpus_assets.tasks.snapshot import PUBLIC_KEYS, REFERENCE_KEYS
+
+    graph = defs.resolve_asset_graph()
+    schemas = {
+        name: graph.get(dg.AssetKey(name)).metadata["dagster/column_schema"]
+        for name in ("raw", "task_dataset")
+    }
+    assert [(c.name, c.type) for c in schemas["raw"].columns] == [
+        (f.name, str(f.type)) for f in RAW_SCHEMA
+    ]
+    task_columns = [c.name for c in schemas["task_dataset"].columns]
+    assert set(task_columns) == PUBLIC_KEYS | REFERENCE_KEYS | {"train"}
+    assert all(c.description for schema in schemas.values() for c in schema.columns)
+
+
+def test_task_hf_columns_are_described(tmp_path: Path) -> None:
+    import datasets
+
+    from corpus_assets.assets.exports import OTHER_TASK_COLUMN, TASK_HF_COLUMNS, dataset_view
+
+    row = {"task_id": "t1", "messages": [{"role": "user", "content": "2+2?"}], "answer": "4"}
+    datasets.Dataset.from_list([{**row, "difficulty": 1}]).save_to_disk(str(tmp_path / "hf"))
+    schema = dataset_view(tmp_path / "hf", TASK_HF_COLUMNS, OTHER_TASK_COLUMN)
+    about = {c.name: c.description for c in schema["dagster/column_schema"].value.columns}  # type: ignore[attr-defined]
+    assert about == {**TASK_HF_COLUMNS, "difficulty": OTHER_TASK_COLUMN}
 
 
 STAGES_THEN_MODULES = """
