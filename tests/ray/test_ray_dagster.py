@@ -28,6 +28,13 @@ def test_stage_runner_passes_backend_and_address_to_shard_and_tokenize_only() ->
     # an address without the ray backend reaches the stage, which refuses it (exit 64)
     stray = StageRunner(ray_address="h:1").stage_args("shard", cfg, root)
     assert stray[-2:] == ["--ray-address", "h:1"] and "--backend" not in stray
+    nothing = StageRunner(backend="ray", ray_shared_root=False)
+    for stage in ("shard", "tokenize"):
+        assert nothing.stage_args(stage, cfg, root)[-4:] == [
+            *("--backend", "ray", "--ray-shared-root", "no")
+        ]
+    assert "--ray-shared-root" not in nothing.stage_args("fetch", cfg, root)
+    assert "--ray-shared-root" not in runner.stage_args("shard", cfg, root)
 
 
 def test_ray_address_without_the_ray_backend_is_a_usage_error(tmp_path: Path) -> None:
@@ -37,6 +44,12 @@ def test_ray_address_without_the_ray_backend_is_a_usage_error(tmp_path: Path) ->
         check=False,
     )
     assert run.returncode == 64 and "--ray-address needs --backend ray" in run.stderr
+    run = corpus(
+        ray_env(tmp_path, tmp_path),
+        *("run", "--stage", "shard", "--config", "c.toml", "--ray-shared-root", "no"),
+        check=False,
+    )
+    assert run.returncode == 64 and "--ray-shared-root no needs --backend ray" in run.stderr
 
 
 def test_an_unreachable_ray_address_is_exit_75_in_one_line(

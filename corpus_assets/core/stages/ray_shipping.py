@@ -159,6 +159,17 @@ def _read_range(path: Path, offset: int, length: int) -> bytes:
         return fh.read(length)
 
 
+def shipped(fn: Callable[..., Any]) -> Callable[[Parcel], Returned]:
+    """`run_shipped` under `fn`'s name, so Ray's reports (a task failed, is retried) and the
+    worker's process title (`ray::run_task`) name the task, as with a shared root."""
+
+    def call(parcel: Parcel) -> Returned:
+        return run_shipped(parcel)
+
+    call.__name__, call.__qualname__ = fn.__name__, fn.__qualname__
+    return call
+
+
 def run_shipped(parcel: Parcel) -> Returned:
     """On a Ray worker: lay the inputs out in a private folder, run the task there, return its
     result and the files it wrote."""

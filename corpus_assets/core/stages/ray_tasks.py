@@ -35,7 +35,7 @@ from typing import Any
 
 from corpus_assets.core.errors import ConfigError, CorpusError, TransientError
 from corpus_assets.core.stages.backend import Backend
-from corpus_assets.core.stages.ray_shipping import Shipper, run_shipped
+from corpus_assets.core.stages.ray_shipping import Shipper, shipped
 from corpus_assets.core.store.progress import Progress
 
 RETRIES = 3
@@ -72,7 +72,7 @@ class RaySession:
     def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> Iterator[Any]:
         """`fn(*a)` for each `a` in `args` as Ray tasks; their results in the order of `args`."""
         ray, shipper = self.ray, self.shipper
-        remote = ray.remote(fn if shipper is None else run_shipped).options(
+        remote = ray.remote(fn if shipper is None else shipped(fn)).options(
             name=fn.__name__, num_cpus=1, max_retries=RETRIES, retry_exceptions=list(RETRY_ON)
         )
         window = len(args) if shipper is None else max(1, self.window)
