@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from support.mixtures import write_build, write_config
 
 from corpus_assets import TokenDataset
-from corpus_assets.core.errors import ConfigError, DataError
+from corpus_assets.core.errors import ConfigError, DataError, UpstreamMissing
 from corpus_assets.core.mixture_config import load_mixture_config
 from corpus_assets.core.stages.mixture import MixResult, mix
 from corpus_assets.core.stages.verify import verify_path
@@ -318,3 +318,21 @@ def test_a_published_mixture_reads_the_same_samples_by_ranged_reads(
     for i in range(0, len(ds), 53):
         assert np.array_equal(remote[i], ds[i])
     assert remote.provenance(7) == ds.provenance(7)
+
+
+def test_without_validation_the_shards_are_not_read(
+    builds: dict[str, Path], tmp_path: Path
+) -> None:
+    copy = Path(shutil.copytree(builds["math"].parent.parent, tmp_path / "c")) / "tokens" / "math"
+    shutil.rmtree(copy.parent.parent / "shards")
+    comps = [{"name": "math", "tokens": str(copy), "weight": 1}]
+    result = build_mixture(tmp_path, comps, validation_share=0.0)
+    assert len(MixtureDataset(result.folder)) == result.manifest["train"]["samples"] > 0
+    with pytest.raises(DataError, match=r"provenance ids need the shards .* validation_share = 0"):
+        build_mixture(tmp_path / "held", comps, validation_share=0.1)
+
+
+def test_a_component_not_built_is_upstream_missing(tmp_path: Path) -> None:
+    comps = [{"name": "web", "tokens": str(tmp_path / "nothing"), "weight": 1}]
+    with pytest.raises(UpstreamMissing, match="materialize tokens first: component 'web'"):
+        build_mixture(tmp_path, comps)

@@ -185,14 +185,17 @@ def _document_hashes(
                 tasks.append((i.location, shard, str(out)))
     if tasks:
         progress.note(f"hashing the document ids of {len(tasks)} shards")
-    if workers > 1 and len(tasks) > 1:
-        with ProcessPoolExecutor(min(workers, len(tasks))) as pool:
-            for _ in pool.map(_hash_shard, tasks):
+    try:
+        if workers > 1 and len(tasks) > 1:
+            with ProcessPoolExecutor(min(workers, len(tasks))) as pool:
+                for _ in pool.map(_hash_shard, tasks):
+                    progress.beat("hashing document ids")
+        else:
+            for task in tasks:
+                _hash_shard(task)
                 progress.beat("hashing document ids")
-    else:
-        for task in tasks:
-            _hash_shard(task)
-            progress.beat("hashing document ids")
+    except FileNotFoundError as exc:  # the validation split needs the shards' document ids
+        raise DataError(f"{exc}; or set validation_share = 0") from None
     return [
         np.concatenate(
             [
