@@ -8,6 +8,7 @@ documented format finds every document of the build, token for token."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -198,3 +199,28 @@ def test_an_export_to_s3_is_published_and_verifies_there(
             "export-tokens", tokens, "--format", "megatron", "--to", "s3://pub/m", env=env
         )
         assert json.loads(again.stdout)["reused"] is True, again.stderr
+
+
+@pytest.mark.parametrize(("fmt", "index"), [("megatron", ".idx"), ("nanotron", ".ds.index")])
+def test_corpus_verify_checks_an_export_folder(
+    builds: dict[tuple[str, str], Path], tmp_path: Path, fmt: str, index: str
+) -> None:
+    out = tmp_path / "out"
+    done = corpus("export-tokens", builds[("example", "bytes")], "--format", fmt, "--to", out)
+    assert done.returncode == 0, done.stderr
+    assert corpus("verify", out).returncode == 0
+    (name,) = [p.name for p in out.glob(f"00001_*{index}")]
+    raw = bytearray((out / name).read_bytes())
+    raw[-8:] = bytes(8)  # the last document's end (index) or document number (Megatron): 0
+    (out / name).write_bytes(bytes(raw))
+    changed = corpus("verify", out)
+    assert (
+        changed.returncode == 65 and f"{name}: sha256 differs from the manifest" in changed.stderr
+    )
+    doc = json.loads((out / "_MANIFEST.json").read_text())
+    entry = next(e for e in doc["files"] if e["name"] == name)
+    entry["sha256"] = hashlib.sha256(raw).hexdigest()  # a manifest that agrees with the change
+    (out / "_MANIFEST.json").write_text(json.dumps(doc))
+    forged = corpus("verify", out)
+    assert forged.returncode == 65
+    assert f"{name}: not an index of {entry['documents']} documents" in forged.stderr

@@ -9,6 +9,7 @@ from typing import Any
 
 from corpus_assets.core.stages.classifier_verify import MANIFEST_FILE as CLASSIFIER_MANIFEST
 from corpus_assets.core.stages.classifier_verify import verify_classifier
+from corpus_assets.core.stages.export_verify import verify_export
 from corpus_assets.core.stages.mixture_verify import verify_mixture
 from corpus_assets.core.stages.shard_verify import verify_shards
 from corpus_assets.core.stages.tokenize_verify import verify_tokens
@@ -62,4 +63,5 @@ VERIFIERS: dict[str, Callable[[Path, dict[str, Any]], list[str]]] = {
     "tokens": verify_tokens,
     "classifier": verify_classifier,
     "mixture": verify_mixture,
+    "token_export": verify_export,
 }
