@@ -16,6 +16,7 @@ import os
 import signal
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,21 +68,35 @@ def requests(server: ModelServer) -> Counter[tuple[str, int]]:
     return Counter((prompt.split(":")[0], seed) for prompt, _, seed in server.stats()["log"])
 
 
+@dataclass(frozen=True)
+class Reference:
+    dataset_id: str
+    reports: dict[str, bytes]
+
+
 def answered(before: Counter[tuple[str, int]]) -> set[tuple[str, int]]:
     """The requests the server answered: all it received but b0-10's first (a 429)."""
     return {key for key, count in before.items() if key != BUSY or count > 1}
 
 
+def reports(folder: Path) -> dict[str, bytes]:
+    """The record's report files (`record_dir`), by name."""
+    return {p.name: p.read_bytes() for p in sorted(folder.glob("batch-*-repeat-*.json"))}
+
+
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The dataset_id of the job run once without interruption."""
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reference]:
+    """The dataset_id and record reports of the job run once without interruption."""
     tmp = tmp_path_factory.mktemp("uninterrupted")
     server = ModelServer(tmp / "server.log", "--latency", "0.02")
     try:
-        done = run_job(config(tmp / "job.json", server.url), tmp / "out", ENV)
+        job = config(tmp / "job.json", server.url, record_dir="record")
+        done = run_job(job, tmp / "out", ENV)
         assert done.returncode == 0, done.stderr
         assert sum(requests(server).values()) == TASKS + 1  # a request per task, b0-10's 429
-        yield str(last_json(done.stdout)["dataset_id"])
+        found = reports(tmp / "record")
+        assert len(found) == 2
+        yield Reference(str(last_json(done.stdout)["dataset_id"]), found)
     finally:
         server.stop()
 
@@ -121,25 +136,29 @@ def interrupted_then_resumed(
 
 @pytest.mark.parametrize("ignore_n", [False, True], ids=["n", "ignore-n"])
 def test_a_kill_re_asks_at_most_the_requests_in_flight(
-    tmp_path: Path, servers: list[ModelServer], uninterrupted: str, ignore_n: bool
+    tmp_path: Path, servers: list[ModelServer], uninterrupted: Reference, ignore_n: bool
 ) -> None:
     """SIGKILL after 20 answered requests: the resumed job asks again at most
-    `max_concurrency` requests the server saw, and publishes the uninterrupted dataset. A
-    server that ignores `n` gets one request per (task, repeat)."""
+    `max_concurrency` requests the server saw, and publishes the uninterrupted dataset and
+    record reports (with `record_dir`, whose own journal holds only whole calls). A server
+    that ignores `n` gets one request per (task, repeat)."""
     args = ["--latency", "0.02"] + (["--ignore-n"] if ignore_n else [])
     server = ModelServer(tmp_path / "server.log", *args)
     servers.append(server)
-    before, after, dataset_id = interrupted_then_resumed(tmp_path, server, signal.SIGKILL)
+    before, after, dataset_id = interrupted_then_resumed(
+        tmp_path, server, signal.SIGKILL, record_dir="record"
+    )
     again = answered(before) & set(after)
     assert len(again) <= CONCURRENCY, sorted(again)
     assert max((n for key, n in after.items() if key != BUSY), default=1) == 1
     asked = {task for task, _ in before + after}
     assert asked == {f"b0-{i:02d}" for i in range(TASKS)}
-    assert dataset_id == uninterrupted
+    assert dataset_id == uninterrupted.dataset_id
+    assert reports(tmp_path / "record") == uninterrupted.reports  # the record holds them all
 
 
 def test_a_cancel_re_asks_at_most_the_requests_in_flight(
-    tmp_path: Path, servers: list[ModelServer], uninterrupted: str
+    tmp_path: Path, servers: list[ModelServer], uninterrupted: Reference
 ) -> None:
     """SIGTERM after 20 answered requests: the job stops (exit 143, cancelled), the requests
     in flight are dropped, and the resume asks again at most `max_concurrency` of them."""
@@ -149,11 +168,11 @@ def test_a_cancel_re_asks_at_most_the_requests_in_flight(
     again = answered(before) & set(after)
     assert len(again) <= CONCURRENCY, sorted(again)
     assert {task for task, _ in before + after} == {f"b0-{i:02d}" for i in range(TASKS)}
-    assert dataset_id == uninterrupted
+    assert dataset_id == uninterrupted.dataset_id
 
 
 def test_a_failed_sibling_request_re_asks_at_most_the_requests_in_flight(
-    tmp_path: Path, servers: list[ModelServer], uninterrupted: str
+    tmp_path: Path, servers: list[ModelServer], uninterrupted: Reference
 ) -> None:
     """One request fails (a 429 with no request retry left) in the middle of a call: the call
     and the job's attempt fail, the executor retries the attempt, and the retry asks again
@@ -173,4 +192,4 @@ def test_a_failed_sibling_request_re_asks_at_most_the_requests_in_flight(
     again = sum(count - 1 for key, count in asked.items() if key != BUSY)
     assert again <= CONCURRENCY, asked
     assert len(asked) == TASKS
-    assert last_json(done.stdout)["dataset_id"] == uninterrupted
+    assert last_json(done.stdout)["dataset_id"] == uninterrupted.dataset_id
