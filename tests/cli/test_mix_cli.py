@@ -86,3 +86,15 @@ def test_verify_refuses_a_changed_component_in_one_line(tmp_path: Path) -> None:
     assert again.returncode == 65
     (line,) = again.stderr.strip().splitlines()[-1:]
     assert line.startswith("corpus mix: error: component 'b' of mixture")
+
+
+def test_register_stores_a_mixture_config(tmp_path: Path) -> None:
+    build = write_build(tmp_path, "a", 1, 50)
+    config = write_config(tmp_path / "mix.json", [{"name": "a", "tokens": str(build), "weight": 1}])
+    root = tmp_path / "root"
+    out = json.loads(run_corpus("register", config, "--root", root, check=True).stdout)
+    cfg = load_mixture_config(config)
+    assert (out["kind"], out["partition_key"]) == ("mixture", cfg.partition_key)
+    stored = root / "mixture-configs" / f"{cfg.hash12}.json"
+    assert stored.read_bytes() == cfg.canonical
+    assert load_mixture_config(stored).resolve("x") == config.parent / "x"  # the origin's folder

@@ -21,6 +21,7 @@ from corpus_assets.core.errors import ConfigError, DataError, UpstreamMissing
 from corpus_assets.core.mixture_config import load_mixture_config
 from corpus_assets.core.stages.mixture import MixResult, mix
 from corpus_assets.core.stages.verify import verify_path
+from corpus_assets.core.store import mixture_registry
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.progress import Progress, silent
 from corpus_assets.mixture import ComponentChanged, MixtureDataset
@@ -336,3 +337,17 @@ def test_a_component_not_built_is_upstream_missing(tmp_path: Path) -> None:
     comps = [{"name": "web", "tokens": str(tmp_path / "nothing"), "weight": 1}]
     with pytest.raises(UpstreamMissing, match="materialize tokens first: component 'web'"):
         build_mixture(tmp_path, comps)
+
+
+def test_a_mixture_config_with_a_secret_is_not_registered(tmp_path: Path) -> None:
+    url = "https://user:hunter2@example.com/tokens/a"
+    secret = write_config(tmp_path / "secret.json", [{"name": "a", "tokens": url, "weight": 1}])
+    with pytest.raises(ConfigError, match="a component URL carries a secret") as err:
+        mixture_registry.register(secret, tmp_path / "root")
+    assert "hunter2" not in str(err.value)
+    assert not (tmp_path / "root").exists()
+    plain = write_config(tmp_path / "plain.json", [{"name": "a", "tokens": "x", "weight": 1}])
+    first = mixture_registry.register(plain, tmp_path / "root")
+    again = mixture_registry.register(plain, tmp_path / "root")
+    assert (first.new, again.new) == (True, False)
+    assert mixture_registry.load(tmp_path / "root", first.config.partition_key) == first.config
