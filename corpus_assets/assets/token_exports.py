@@ -24,7 +24,7 @@ class TokenExportConfig(dg.Config):
     """Which formats a materialization writes (the Launchpad's config)."""
 
     formats: list[str] = Field(
-        default_factory=lambda: list(ALL_FORMATS),
+        default=ALL_FORMATS,
         description="megatron (Megatron-LM, NeMo, GPT-NeoX: .bin + MMIDIDX .idx) and/or nanotron "
         "(datatrove .ds files)",
     )

@@ -22,14 +22,15 @@ from corpus_assets.resources.paths import CorpusPaths
 def _materialize(
     root: Path, instance: dg.DagsterInstance, key: str, formats: list[str] | None = None
 ) -> dg.ExecuteInProcessResult:
+    """Materialize the partition; without `formats`, with no run config (the default's)."""
     paths = CorpusPaths(root=str(root))
-    config = TokenExportConfig() if formats is None else TokenExportConfig(formats=formats)
+    ops = {} if formats is None else {"token_exports": TokenExportConfig(formats=formats)}
     return dg.materialize(
         [token_exports],
         partition_key=key,
         instance=instance,
         resources={"paths": paths, "configs": ConfigStore(paths=paths)},
-        run_config=dg.RunConfig(ops={"token_exports": config}),
+        run_config=dg.RunConfig(ops=ops),
         raise_on_error=False,
     )
 
