@@ -43,6 +43,8 @@ from corpus_assets.tasks import registry as registry_tasks
 
 Emit = Callable[[str], None]
 STAGE_ASSETS = {"raw": "fetch", "shards": "shard", "tokens": "tokenize"}
+ROW_COUNT = "dagster/row_count"
+"""The metadata key of a stage asset's documents (fetched for raw, kept for shards)."""
 
 
 @dataclass(frozen=True)
@@ -221,11 +223,11 @@ def _summary(cfg: LoadedConfig, root: Path, result: dg.ExecuteInProcessResult) -
         "tokens_manifest": _rel(layout.tokens(cfg) / MANIFEST, root),
         "report": _report_of(result, root),
         "documents": {
-            "fetched": _count(meta["raw"].get("documents")),
-            "in": _count(meta["shards"].get("documents_in")),
-            "out": _count(meta["shards"].get("documents_out")),
+            "fetched": meta["raw"].get(ROW_COUNT),
+            "in": meta["shards"].get("documents_in"),
+            "out": meta["shards"].get(ROW_COUNT),
         },
-        "tokens": _count(meta["tokens"].get("tokens")),
+        "tokens": meta["tokens"].get("tokens"),
         "stages": {STAGE_ASSETS[name]: _step_status(result, name) for name in STAGE_ASSETS},
         "checks": _check_outcomes(result),
     }
@@ -246,11 +248,6 @@ def _metadata(result: dg.ExecuteInProcessResult, node: str) -> dict[str, Any]:
     if not events:
         return {}
     return {k: v.value for k, v in events[-1].metadata.items()}
-
-
-def _count(value: Any) -> int | None:
-    """A count of the metadata (shown as `119,280`) as a number."""
-    return int(value.replace(",", "")) if isinstance(value, str) else value
 
 
 def _rel(path: Path, root: Path) -> str | None:

@@ -1,7 +1,7 @@
 """What a stage subprocess tells Dagster through Pipes, and only when Dagster launched it.
 
 Imports `dagster_pipes` (tiny, no dependencies) lazily and never `dagster`, so `corpus run` stays
-fast; run standalone it prints exactly what it printed before.
+fast; run standalone, a stage prints its progress lines and its JSON summary, nothing more.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ class Reporter:
         manifest = summary.get("manifest")
         version = _file_sha256(root / manifest) if isinstance(manifest, str) else None
         metadata = summary_metadata(summary, root) | provenance_metadata(summary, root, config)
-        self.report(metadata, version)
+        line = _v(summary_line(summary.get("stage"), metadata), "md")
+        self.report({"summary": line} | metadata, version)
 
     def report(self, metadata: Metadata, data_version: str | None) -> None:
         """One asset materialization with this metadata (URL secrets masked) and data version."""
@@ -73,38 +74,50 @@ def pipes_if_launched() -> Iterator[Reporter | None]:
         pipes.close()
 
 
-SIZES = {"text_bytes_out": "text_size_out", "text_bytes": "text_size"}
-"""Byte counts shown once, as a size with the exact count: `116.2 KiB (118,980 bytes)`."""
+SKIPPED = frozenset({"stage", "stage_key", "partition_key"})
+"""Said elsewhere on the page: the asset's `corpus/stage` tag, its partition, the build id."""
+ROWS = ("documents_out", "documents")
+"""The summary key that counts the asset's rows, shown once as `dagster/row_count`."""
 
 
 def summary_metadata(summary: dict[str, Any], root: Path) -> Metadata:
-    """Asset metadata from a stage's JSON summary: counts (thousands separated, each shown
-    once), tables of drops and sources, paths."""
+    """Asset metadata from a stage's JSON summary: every count, size and ratio a number, each
+    once (the asset's Plots tab charts them across materializations), and the manifest's path."""
     md: Metadata = {}
+    rows = next((k for k in ROWS if isinstance(summary.get(k), int)), None)
     for key, value in summary.items():
-        if key == "manifest" and isinstance(value, str):
+        if key in SKIPPED or key == "sources":  # sources: a table of their own (fetch)
+            continue
+        if key == rows:
+            md["dagster/row_count"] = _v(value, "int")
+        elif key == "manifest" and isinstance(value, str):
             md["manifest"] = _v(str((root / value).resolve()), "path")
         elif key == "dropped" and isinstance(value, dict):
-            md["dropped"] = _table(
-                [{"reason": k, "documents": count(n)} for k, n in sorted(value.items())],
-                [("reason", "string"), ("documents", "string")],
-            )
-            md["dropped_total"] = _v(count(sum(value.values())), "text")
+            md["dropped"] = _v(sum(value.values()), "int")
+            for reason, n in sorted(value.items()):
+                md[f"dropped_{reason}"] = _v(n, "int")
         elif key in ("duplicates", "pii", "contaminated", "excluded") and isinstance(value, dict):
             for sub, n in sorted(value.items()):
-                md[f"{key}_{sub}"] = _v(count(n), "text")
-        elif key == "sources" and isinstance(value, list):
-            md["sources"] = _sources_table(value)
-        elif key in SIZES and isinstance(value, int):
-            md[SIZES[key]] = _v(f"{human_size(value)} ({value:,} bytes)", "text")
+                md[f"{key}_{sub}"] = _scalar(n)
         else:
             md[key] = _scalar(value)
-    _derived(summary, md)
+    share = dedup_share(summary)
+    if share is not None:
+        md["dedup_removed_share"] = _v(share, "float")
     return md
 
 
+def dedup_share(summary: dict[str, Any]) -> float | None:
+    """The share of the documents the filters kept that deduplication removed (0 to 1)."""
+    dupes, out = summary.get("duplicates"), summary.get("documents_out")
+    if not isinstance(dupes, dict) or not isinstance(out, int):
+        return None
+    removed = sum(dupes.values())
+    return round(removed / (out + removed), 6) if out + removed else 0.0
+
+
 def count(n: int) -> str:
-    """A count as people read it: `119,280`."""
+    """A count as people read it: `119,280` (in the summary line, never a metadata value)."""
     return f"{n:,}"
 
 
@@ -119,24 +132,22 @@ SHARD_COLUMNS = (
 def provenance_metadata(
     summary: dict[str, Any], root: Path, config: dict[str, Any] | None
 ) -> Metadata:
-    """What a person asks of a build: which config, which inputs, which files, sizes."""
+    """What a person asks of a build: which config, which inputs, which files, their bytes."""
     md: Metadata = {}
     if config is not None:
         md["config"] = _v(_json_block(config), "md")
-        md["build"] = _v(
-            f"{config.get('dataset')} {config.get('version')}: build {summary.get('build_id')}",
-            "text",
-        )
     stage = summary.get("stage")
     if stage == "fetch":
-        md["sources"] = _fetched_sources(summary, root)
+        sources = summary.get("sources", [])
+        md["text_bytes"] = _v(sum(int(s.get("text_bytes", 0)) for s in sources), "int")
+        md["sources"] = _fetched_sources(sources, root)
     manifest = summary.get("manifest")
     if isinstance(manifest, str) and (root / manifest).is_file():
         doc = json.loads((root / manifest).read_text(encoding="utf-8"))
         md["manifest_sha256"] = _v(_file_sha256(root / manifest), "text")
         files = doc.get("shards") or doc.get("files") or []
         md["files"] = _files_table(files, stage == "tokenize")
-        md["files_size"] = _v(human_size(sum(int(f.get("bytes", 0)) for f in files)), "text")
+        md["files_bytes"] = _v(sum(int(f.get("bytes", 0)) for f in files), "int")
         if stage == "shard":
             md["dagster/column_schema"] = _v(
                 {
@@ -149,6 +160,35 @@ def provenance_metadata(
         if stage == "tokenize":
             md["dagster/column_schema"] = _v(_token_columns(doc), "table_schema")
     return md
+
+
+def summary_line(stage: Any, md: Metadata) -> str:
+    """One Markdown line for people: the stage's main numbers, formatted (the metadata values
+    stay numbers)."""
+    n = {k: v["raw_value"] for k, v in md.items() if v["type"] == "int"}
+    rows = count(n.get("dagster/row_count", 0))
+    on_disk = f" ({human_size(n['files_bytes'])} on disk)" if "files_bytes" in n else ""
+    if stage == "fetch":
+        sources = len(md["sources"]["raw_value"]["records"]) if "sources" in md else 0
+        return (
+            f"**{rows}** documents, {human_size(n.get('text_bytes', 0))} of text, from "
+            f"{sources} source{'s' if sources != 1 else ''}"
+        )
+    if stage == "shard":
+        removed = sum(v for k, v in n.items() if k.startswith("duplicates_"))
+        share = md.get("dedup_removed_share", {}).get("raw_value", 0.0)
+        return (
+            f"**{rows}** documents kept of {count(n.get('documents_in', 0))}: "
+            f"{count(n.get('dropped', 0))} dropped by the filters, {count(removed)} duplicates "
+            f"removed ({100 * share:.1f} %); {human_size(n.get('text_bytes_out', 0))} of text "
+            f"in {count(n.get('shards', 0))} shards{on_disk}"
+        )
+    if stage == "tokenize":
+        return (
+            f"**{count(n.get('tokens', 0))}** tokens in {rows} documents "
+            f"from {count(n.get('shards', 0))} shards{on_disk}"
+        )
+    return f"**{rows}** rows"
 
 
 def _token_columns(doc: dict[str, Any]) -> dict[str, Any]:
@@ -171,10 +211,10 @@ def human_size(count: int) -> str:
     return f"{count} B" if unit == "B" else f"{size:.1f} {unit}"
 
 
-def _fetched_sources(summary: dict[str, Any], root: Path) -> dict[str, Any]:
-    """Per fetched source: name, license, path, input sha256, documents, size."""
+def _fetched_sources(sources: list[dict[str, Any]], root: Path) -> dict[str, Any]:
+    """Per fetched source: name, license, path, input sha256, documents, text bytes."""
     rows = []
-    for source in summary.get("sources", []):
+    for source in sources:
         record = root / "raw" / str(source.get("source_key")) / "_SOURCE.json"
         doc = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
         spec = doc.get("spec", {})
@@ -184,8 +224,8 @@ def _fetched_sources(summary: dict[str, Any], root: Path) -> dict[str, Any]:
                 "license": doc.get("license"),
                 "path": spec.get("path") or spec.get("hf") or spec.get("url"),
                 "input_sha256": doc.get("input_sha256"),
-                "documents": count(int(source.get("documents", 0))),
-                "size": human_size(int(source.get("text_bytes", 0))),
+                "documents": int(source.get("documents", 0)),
+                "text_bytes": int(source.get("text_bytes", 0)),
                 "cached": bool(source.get("cached")),
             }
         )
@@ -194,15 +234,15 @@ def _fetched_sources(summary: dict[str, Any], root: Path) -> dict[str, Any]:
         ("license", "string"),
         ("path", "string"),
         ("input_sha256", "string"),
-        ("documents", "string"),
-        ("size", "string"),
+        ("documents", "int"),
+        ("text_bytes", "int"),
         ("cached", "bool"),
     ]
     return _table(rows, columns)
 
 
 def _files_table(files: list[dict[str, Any]], tokens: bool) -> dict[str, Any]:
-    """One row per shard or token file: name, documents, tokens, size, sha256."""
+    """One row per shard or token file: name, documents, tokens, bytes, sha256."""
     rows = []
     for f in files:
         # an .idx file holds the offsets of its .bin's documents: their counts are on the .bin row
@@ -211,20 +251,21 @@ def _files_table(files: list[dict[str, Any]], tokens: bool) -> dict[str, Any]:
         rows.append(
             {
                 "name": f.get("name"),
-                "documents": count(documents) if counted and isinstance(documents, int) else None,
-                **({"tokens": count(f["tokens"]) if counted else None} if tokens else {}),
-                "size": human_size(int(f.get("bytes", 0))),
+                "documents": documents if counted and isinstance(documents, int) else None,
+                **({"tokens": f["tokens"] if counted else None} if tokens else {}),
+                "bytes": int(f.get("bytes", 0)),
                 "sha256": f.get("sha256"),
             }
         )
-    columns = [("name", "string"), ("documents", "string")]
-    columns += [("tokens", "string")] if tokens else []
-    columns += [("size", "string"), ("sha256", "string")]
+    columns = [("name", "string"), ("documents", "int")]
+    columns += [("tokens", "int")] if tokens else []
+    columns += [("bytes", "int"), ("sha256", "string")]
     return _table(rows, columns)
 
 
 def task_metadata(snapshot: Path) -> Metadata:
-    """Asset metadata of a task snapshot: its id, counts per step, selection, calibration."""
+    """Asset metadata of a task snapshot: its id, counts per step (numbers, each once; the
+    selected tasks are its rows), a summary line, selection, calibration."""
     manifest = json.loads((snapshot / "manifest.json").read_text(encoding="utf-8"))
     report = json.loads((snapshot / "report.json").read_text(encoding="utf-8"))
     totals, batches = report["totals"], report["batches"]
@@ -236,20 +277,21 @@ def task_metadata(snapshot: Path) -> Metadata:
         "excluded": totals["excluded"],
         "retained": totals["retained"],
         "calibrated": sum(int(b.get("calibrated", 0)) for b in batches),
-        "selected": report["selection"]["selected"],
     }
+    steps = ", ".join(f"{count(n)} {step}" for step, n in counts.items() if step != "generated")
     md: Metadata = {
+        "summary": _v(
+            f"**{count(manifest['rows'])}** tasks selected of {count(counts['generated'])} "
+            f"generated ({steps})",
+            "md",
+        ),
         "dataset_id": _v(manifest["dataset_id"], "text"),
         "dataset_path": _v(str(snapshot.resolve()), "path"),
         "dagster/row_count": _v(manifest["rows"], "int"),
-        "partition_key": _v(manifest["job"]["partition_key"], "text"),
+        **{step: _v(int(n), "int") for step, n in counts.items()},
         "config": _v(_json_block(manifest["config"]), "md"),
         "config_sha256": _v(manifest["job"]["config_sha256"], "text"),
         "calibrated_selection": _v(bool(report["calibrated"]), "bool"),
-        "counts": _table(
-            [{"step": k, "tasks": count(n)} for k, n in counts.items()],
-            [("step", "string"), ("tasks", "string")],
-        ),
         "selection_statistics": _v(report["selection"]["statistics"], "json"),
     }
     builds = manifest.get("sources", {}).get("corpus_inputs") or []
@@ -275,47 +317,11 @@ def _json_block(value: Any) -> str:
     return f"```json\n{text}\n```"
 
 
-def _derived(summary: dict[str, Any], md: Metadata) -> None:
-    rows = summary.get("documents_out", summary.get("documents"))
-    if isinstance(rows, int):
-        md["dagster/row_count"] = _v(rows, "int")
-    dupes = summary.get("duplicates")
-    if isinstance(dupes, dict) and isinstance(summary.get("documents_in"), int):
-        kept = summary.get("documents_out", 0) + sum(dupes.values())
-        removed = sum(dupes.values())
-        share = f" ({100 * removed / kept:.1f} %)" if kept else ""
-        md["dedup_removed"] = _v(
-            f"{removed:,} of {kept:,} documents left by the filters{share}", "text"
-        )
-
-
-def _sources_table(sources: list[Any]) -> dict[str, Any]:
-    columns: list[tuple[str, str]] = []
-    for src in sources:
-        for k, v in src.items():
-            if (k, _column_type(v)) not in columns and not isinstance(v, dict | list):
-                columns.append((k, _column_type(v)))
-    names = [c for c, _ in columns]
-    return _table([{k: _cell(s.get(k)) for k in names} for s in sources], columns)
-
-
-def _cell(value: Any) -> Any:
-    return count(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-
-def _column_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, float):
-        return "float"
-    return "string"  # an int is a count: shown thousands separated
-
-
 def _scalar(value: Any) -> dict[str, Any]:
     if isinstance(value, bool):
         return _v(value, "bool")
     if isinstance(value, int):
-        return _v(count(value), "text")
+        return _v(value, "int")
     if isinstance(value, float):
         return _v(value, "float")
     if isinstance(value, str):

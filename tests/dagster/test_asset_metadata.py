@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+from dagster_support import variant
 
 from corpus_assets.build import driver
 from corpus_assets.core.config import load_config
@@ -50,47 +51,63 @@ def test_materializations_carry_config_sources_files_and_schema(
     assert json.loads(raw["config"].split("\n", 1)[1].rsplit("```", 1)[0]) == json.loads(
         cfg.canonical
     )
-    assert raw["build"] == f"tiny-stories v1: build {cfg.build_id}"
     (source,) = raw["sources"].records
     record = json.loads(next(layout.raw.glob("tiny-*/_SOURCE.json")).read_text())
     assert source.data["name"] == "tiny" and source.data["license"] == "cc0-1.0"
     assert source.data["path"] == "tiny/docs.jsonl"
     assert source.data["input_sha256"] == record["input_sha256"]
+    assert source.data["documents"] == raw["dagster/row_count"] == 321
+    assert source.data["text_bytes"] == raw["text_bytes"] == record["text_bytes"]
+    assert (
+        raw["summary"]
+        == f"**321** documents, {human_size(raw['text_bytes'])} of text, from 1 source"
+    )
+
+    # The build id in one row; the stage, its key and the partition are said by the page itself.
+    for asset in ("raw", "shards", "tokens"):
+        shown = _latest(instance, asset, key)
+        named = [k for k, v in shown.items() if cfg.build_id in str(v) and k != "manifest"]
+        assert named == ["build_id"], asset  # (the manifest's path has it as folders)
+        assert not {"stage", "stage_key", "partition_key", "build"} & set(shown), asset
 
     shards = _latest(instance, "shards", key)
     manifest = layout.shards(cfg) / "_MANIFEST.json"
     doc = json.loads(manifest.read_text())
     assert shards["manifest_sha256"] == hashlib.sha256(manifest.read_bytes()).hexdigest()
     rows = [r.data for r in shards["files"].records]
-    assert [(r["name"], r["documents"], r["sha256"]) for r in rows] == [
-        (s["name"], f"{s['rows']:,}", s["sha256"]) for s in doc["shards"]
+    assert [(r["name"], r["documents"], r["bytes"], r["sha256"]) for r in rows] == [
+        (s["name"], s["rows"], s["bytes"], s["sha256"]) for s in doc["shards"]
     ]
-    assert rows[0]["size"] == human_size(doc["shards"][0]["bytes"])
     assert [c.name for c in shards["dagster/column_schema"].columns] == [
         "id",
         "text",
         "source",
         "license",
     ]
-    assert shards["text_size_out"] == (
-        f"{human_size(doc['text_bytes_out'])} ({doc['text_bytes_out']:,} bytes)"
-    )
-    assert "text_bytes_out" not in shards and "dedup_ratio" not in shards  # each value once
-    assert shards["documents_in"] == f"{doc['documents_in']:,}"  # thousands separated
-    assert shards["files_size"] == human_size(sum(s["bytes"] for s in doc["shards"]))
-    removed, kept = (
-        sum(doc["duplicates"].values()),
-        doc["documents_out"] + sum(doc["duplicates"].values()),
-    )
-    assert shards["dedup_removed"] == (
-        f"{removed:,} of {kept:,} documents left by the filters ({100 * removed / kept:.1f} %)"
+    # every count and size a number, once: the documents kept are the row count
+    assert shards["dagster/row_count"] == doc["documents_out"] == 300
+    assert "documents_out" not in shards
+    assert shards["documents_in"] == doc["documents_in"] == 321
+    assert shards["text_bytes_out"] == doc["text_bytes_out"]
+    assert shards["files_bytes"] == sum(s["bytes"] for s in doc["shards"])
+    assert shards["dropped"] == sum(doc["dropped"].values()) == 4
+    assert {k: v for k, v in shards.items() if k.startswith("dropped_")} == {
+        f"dropped_{reason}": n for reason, n in doc["dropped"].items()
+    }
+    removed = sum(doc["duplicates"].values())
+    assert shards["duplicates_exact"] + shards["duplicates_near"] == removed == 17
+    assert shards["dedup_removed_share"] == round(removed / (300 + removed), 6)
+    assert shards["summary"] == (
+        "**300** documents kept of 321: 4 dropped by the filters, 17 duplicates removed "
+        f"(5.4 %); {human_size(doc['text_bytes_out'])} of text in 3 shards "
+        f"({human_size(shards['files_bytes'])} on disk)"
     )
     tokens = _latest(instance, "tokens", key)
     token_rows = [r.data for r in tokens["files"].records]
     assert {r["name"].rsplit(".", 1)[1] for r in token_rows} == {"bin", "idx"}
     bins = [r for r in token_rows if r["name"].endswith(".bin")]
-    assert tokens["tokens"] == f"{sum(int(r['tokens'].replace(',', '')) for r in bins):,}"
-    assert int(tokens["tokens"].replace(",", "")) >= 1000  # so the separator shows
+    assert tokens["tokens"] == sum(r["tokens"] for r in bins) >= 1000
+    assert tokens["dagster/row_count"] == 300 and "documents" not in tokens
     idx = [r for r in token_rows if r["name"].endswith(".idx")]
     assert idx and all(r["tokens"] is None and r["documents"] is None for r in idx)
     assert [(c.name, c.type) for c in tokens["dagster/column_schema"].columns] == [
@@ -98,7 +115,11 @@ def test_materializations_carry_config_sources_files_and_schema(
         ("end", "uint64"),
     ]
     tokens_doc = json.loads((layout.tokens(cfg) / "_MANIFEST.json").read_text())
-    assert tokens["files_size"] == human_size(sum(f["bytes"] for f in tokens_doc["files"]))
+    assert tokens["files_bytes"] == sum(f["bytes"] for f in tokens_doc["files"])
+    assert tokens["summary"] == (
+        f"**{tokens['tokens']:,}** tokens in 300 documents from 3 shards "
+        f"({human_size(tokens['files_bytes'])} on disk)"
+    )
 
     # The build report with its plots inlined: on the report asset and, observed, on shards; no
     # stage step draws it.
@@ -171,3 +192,58 @@ def test_a_report_that_cannot_be_made_says_why_and_fails_nothing(example: Path, 
     assert set(got) == {"report"}
     assert str(got["report"].value).startswith("not written: ")
     assert "not a build" in str(got["report"].value)
+
+
+NUMBERS = (dg.IntMetadataValue, dg.FloatMetadataValue)
+PLOTTED = {
+    "raw": {"dagster/row_count", "text_bytes"},
+    "shards": {
+        "dagster/row_count",
+        "documents_in",
+        "dropped",
+        "duplicates_exact",
+        "duplicates_near",
+        "pii_email",
+        "shards",
+        "text_bytes_out",
+        "files_bytes",
+        "dedup_removed_share",
+    },
+    "tokens": {"dagster/row_count", "tokens", "shards", "files_bytes"},
+}
+
+
+def test_two_builds_give_each_count_a_plottable_series(
+    example: Path, root: Path, instance: dg.DagsterInstance
+) -> None:
+    """The Plots tab charts the numeric metadata of an asset's materializations: both builds'
+    counts, sizes and ratios are numbers under the same keys, and they differ where the builds
+    do."""
+    strict = variant(example, "strict", version="strict", filters={"min_words": 75})
+    for config in (example, strict):
+        assert driver.build(config, root, instance).exit_code == 0
+    for asset, keys in PLOTTED.items():
+        records = instance.fetch_materializations(dg.AssetKey(asset), limit=10).records
+        assert len(records) == 2, asset
+        series = []
+        for record in records:
+            materialization = record.asset_materialization
+            assert materialization is not None
+            numbers = {k: v for k, v in materialization.metadata.items() if isinstance(v, NUMBERS)}
+            assert keys <= set(numbers), (asset, keys - set(numbers))
+            assert all(isinstance(v.value, int | float) for v in numbers.values())
+            assert not [
+                k
+                for k, v in materialization.metadata.items()
+                if isinstance(v, dg.TextMetadataValue) and v.value.replace(",", "").isdigit()
+            ], asset  # no count left as text
+            series.append({k: v.value for k, v in numbers.items() if k in keys})
+        newest = instance.get_latest_materialization_event(dg.AssetKey(asset))
+        assert newest is not None and newest.asset_materialization is not None
+        assert newest.asset_materialization.partition == load_config(strict).partition_key
+        assert set(series[0]) == set(series[1]), asset  # one key per series
+    rows = [
+        r.asset_materialization.metadata["dagster/row_count"].value  # type: ignore[union-attr]
+        for r in instance.fetch_materializations(dg.AssetKey("shards"), limit=2).records
+    ]
+    assert rows[1] == 300 and 0 < rows[0] < 300, rows  # newest first: the stricter build

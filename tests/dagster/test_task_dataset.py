@@ -116,10 +116,11 @@ def test_corpus_build_of_a_task_config_materializes_checks_and_then_resumes(
         ).records
         metadata = records[0].asset_materialization.metadata  # type: ignore[union-attr]
         assert metadata["dataset_id"].value == snapshot.dataset_id
-        counts = {r.data["step"]: r.data["tasks"] for r in metadata["counts"].value.records}  # type: ignore[attr-defined]
-        assert counts["selected"] == "64" and counts["generated"] == "128"
-        assert counts["calibrated"] == "127"  # every retained candidate
-        assert not {"selected", "generated", "calibrated"} & set(metadata)  # each count once
+        assert metadata["dagster/row_count"].value == 64  # the selected tasks, once
+        assert metadata["generated"].value == 128 and "selected" not in metadata
+        assert metadata["calibrated"].value == 127  # every retained candidate
+        assert isinstance(metadata["calibrated"], dg.IntMetadataValue)
+        assert str(metadata["summary"].value).startswith("**64** tasks selected of 128 generated")
         assert metadata["calibrated_selection"].value is True
         shown = str(metadata["config"].value)
         assert json.loads(shown.split("\n", 1)[1].rsplit("```", 1)[0])["name"] == (

@@ -62,8 +62,8 @@ def test_hand_example_keys_and_order(
     for asset, stage in STAGES.items():
         [record] = materializations(instance, asset, cfg.partition_key)
         meta = record.asset_materialization.metadata  # type: ignore[union-attr]
-        assert meta["stage_key"].value == f"corpus/tinystories/v1/{h}/{stage}"
-        assert meta["stage"].value == stage
+        assert meta["build_id"].value == f"corpus/tinystories/v1/{h}"  # the build id, once
+        assert cfg.stage_key(stage) == f"{meta['build_id'].value}/{stage}"
     tokens_meta = materializations(instance, "tokens", cfg.partition_key)[0]
     manifest = tokens_meta.asset_materialization.metadata["manifest"].value  # type: ignore[union-attr]
     assert Path(str(manifest)).parent == root.resolve() / f"tokens/bytes/tinystories/v1/{h}"
