@@ -98,3 +98,42 @@ def test_register_stores_a_mixture_config(tmp_path: Path) -> None:
     stored = root / "mixture-configs" / f"{cfg.hash12}.json"
     assert stored.read_bytes() == cfg.canonical
     assert load_mixture_config(stored).resolve("x") == config.parent / "x"  # the origin's folder
+
+
+def test_a_mixture_published_with_its_components_reads_from_s3(tmp_path: Path) -> None:
+    """Published at the same relative places (as `corpus build --publish` places builds): the
+    index files whole, the components' tokens by ranged reads, the same samples as on disk
+    (provenance would read the shards' ids: published with them, as `TokenDataset` does)."""
+    import numpy as np
+    import pytest
+    from support.mirrors import s3_client, s3_server
+
+    from corpus_assets.mixture import MixtureDataset
+
+    builds = {n: write_build(tmp_path, n, 2, 150, seed=i) for i, n in enumerate(("a", "b"))}
+    comps = [{"name": n, "tokens": str(p), "weight": 1} for n, p in builds.items()]
+    config = write_config(tmp_path / "mix.json", comps, seq_len=16, validation_share=0.1)
+    built = json.loads(run_corpus("mix", config, "--root", tmp_path / "root", check=True).stdout)
+    folder = Path(built["folder"])
+    with s3_server(tmp_path / "s3") as env:
+        s3_client(env).create_bucket(Bucket="pub")
+        for local in [*builds.values(), folder]:  # the shards stay behind: ids are read once
+            where = local.relative_to(tmp_path).as_posix()
+            run_corpus("publish", local, f"s3://pub/x/{where}", env=env, check=True)
+        url = f"s3://pub/x/{folder.relative_to(tmp_path).as_posix()}"
+        assert run_corpus("verify", url, env=env).returncode == 0
+        mp = pytest.MonkeyPatch()
+        for key, value in env.items():
+            mp.setenv(key, value)
+        try:
+            import s3fs
+
+            s3fs.S3FileSystem.clear_instance_cache()
+            remote, local = MixtureDataset(url), MixtureDataset(folder)
+            assert len(remote) == len(local) > 0
+            for i in range(0, len(local), 7):
+                assert np.array_equal(remote[i], local[i])
+            remote.close()
+        finally:
+            s3fs.S3FileSystem.clear_instance_cache()
+            mp.undo()

@@ -84,12 +84,12 @@ def listed_files(manifest_name: str, doc: dict[str, Any], where: str) -> list[Li
             entries = list(doc["shards"]) + (
                 [doc["audit"]] if isinstance(doc.get("audit"), dict) else []
             )
-        elif doc.get("kind") in ("tokens", "token_export"):
+        elif doc.get("kind") in ("tokens", "token_export", "mixture"):
             entries = list(doc["files"])
         else:
             raise DataError(
-                f"{where}: kind {doc.get('kind')!r} is not a shards or tokens build or a token "
-                "export"
+                f"{where}: kind {doc.get('kind')!r} is not a shards or tokens build, a token "
+                "export or a mixture"
             )
         files = [Listed(str(e["name"]), str(e["sha256"]), int(e["bytes"])) for e in entries]
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
