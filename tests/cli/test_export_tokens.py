@@ -13,15 +13,18 @@ import json
 import os
 import random
 import shutil
+import signal
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.corpus import run_corpus
+from support.corpus import run_corpus, start_corpus
 from support.mirrors import s3_client, s3_server
 from support.token_exports import bytes_tokenizer, read_megatron, read_nanotron, run_datatrove
+from support.waiting import wait_for
 
 from corpus_assets.dataset import TokenDataset
 
@@ -224,3 +227,30 @@ def test_corpus_verify_checks_an_export_folder(
     forged = corpus("verify", out)
     assert forged.returncode == 65
     assert f"{name}: not an index of {entry['documents']} documents" in forged.stderr
+
+
+def test_a_killed_export_leaves_no_folder_and_the_next_one_removes_its_staging(
+    builds: dict[tuple[str, str], Path], tmp_path: Path
+) -> None:
+    tokens = shutil.copytree(builds[("example", "bytes")], tmp_path / "tokens")
+    second = tokens / "shard-00001.bin"
+    data = second.read_bytes()
+    second.unlink()
+    os.mkfifo(second)  # the export blocks opening it, after the first token file is staged
+    out = tmp_path / "out"
+    proc = start_corpus(
+        "export-tokens", tokens, "--format", "megatron", "--to", out,
+        environ=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    staged = out.with_name(f".out.staging-{proc.pid}")
+    wait_for(lambda: (staged / "00000_tokens.bin").exists(), 60, "the first file", watch=[proc])
+    proc.kill()
+    assert proc.wait(30) == -signal.SIGKILL
+    assert staged.is_dir() and not out.exists()
+    second.unlink()
+    second.write_bytes(data)
+    done = corpus("export-tokens", tokens, "--format", "megatron", "--to", out)
+    assert done.returncode == 0, done.stderr
+    assert f"removing .out.staging-{proc.pid}, left by process {proc.pid} (gone)" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "tokens"]
+    assert corpus("verify", out).returncode == 0

@@ -11,17 +11,20 @@ format, the source tokens manifest's sha256, build id and tokenizer, and every f
 sha256, size, shard, tokens and documents. Frameworks ignore it (Megatron-LM is given file
 prefixes, nanotron globs `*.ds`).
 
-To a folder: built in a staging folder beside it and renamed into place, the manifest last. A
-folder that holds this very export already is kept (no work); any other existing path is refused,
-but for `export_build` (the `token_exports` asset), which replaces its own export of an older
-build at `<root>/exports/<format>/<partition>/`, holding the build's tokenize lock shared (the
-tokens are not rebuilt or cleaned meanwhile) and the export's own lock.
+To a folder: built in a staging folder beside it (`.NAME.staging-PID`; one a killed export left
+is removed by the next) and renamed into place, the manifest last. A folder that holds this very
+export already is kept (no work); any other existing path is refused, but for `export_build`
+(the `token_exports` asset), which replaces its own export of an older build at
+`<root>/exports/<format>/<partition>/`, holding the build's tokenize lock shared (the tokens are
+not rebuilt or cleaned meanwhile) and the export's own lock.
+
 To a URL (`s3://...`, any fsspec URL): staged in a temporary folder (the token files linked, not
 copied) and uploaded by `corpus publish`'s code: claim, data files, read back, manifest last.
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
 import shutil
@@ -268,6 +271,7 @@ def _to_folder(
         note(f"export-tokens: {target} already holds this export")
         return _result(fmt, str(target), doc, True, None)
     _refuse(target)
+    _sweep_staging(target, note)
     staging = target.with_name(f".{target.name}.staging-{os.getpid()}")
     try:
         if staging.exists():
@@ -287,6 +291,25 @@ def _to_folder(
         if staging.exists():
             shutil.rmtree(staging)
     return _result(fmt, str(target), doc, False, None)
+
+
+def _sweep_staging(target: Path, note: Callable[[str], None]) -> None:
+    """Remove the staging folders that exports to `target` left when their process died."""
+    for old in target.parent.glob(f".{glob.escape(target.name)}.staging-*"):
+        pid = old.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            note(f"export-tokens: removing {old.name}, left by process {pid} (gone)")
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _holds(target: Path, body: bytes) -> bool:
