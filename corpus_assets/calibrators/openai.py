@@ -12,13 +12,12 @@ All repeats of a task are one request with `n = repeats`; a server that answers 
 seed + r). At most `max_concurrency` requests are in flight, and each request's answers are
 handed to the executor's `context.keep` before its slot takes the next request, so a kill
 re-asks at most the requests in flight; a call asked again returns what `context.answered`
-holds without asking for it. Faults are retried as
-`retrying.py` says; an answer that ended for the model's reason (`length`, `content_filter`) is
-an attempt with that `failure_reason` (`chat.py`). The API key is read from the environment
-variable named by `api_key_env` when a request is made, and written nowhere; a `base_url` with a
-user, password or query string in it is refused (exit 64) without showing it. With `record_dir`,
-the answers are also kept as replayable report files (`record.py`). `settings.py` checks the
-params.
+holds without asking for it. Faults are retried as `retrying.py` says; an answer that ended for
+the model's reason (`length`, `content_filter`) is an attempt with that `failure_reason`
+(`chat.py`). The API key is read from the environment variable named by `api_key_env` when a
+request is made, and written nowhere; a `base_url` with a user, password or query string in it
+is refused (exit 64) without showing it. With `record_dir`, the answers are also kept as
+replayable report files (`record.py`). `settings.py` checks the params.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ import asyncio
 import hashlib
 import json
 import os
+from collections import ChainMap
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -125,9 +125,9 @@ class LiveResponses:
         prompt = context.prompt or default_messages
         asked = [(task, messages_of(prompt, task)) for task in tasks]
         served = await self._identify()
-        known = dict(context.answered)
-        if self.recorder is not None:
-            known = {**self.recorder.load(context.batch_index), **known}
+        known: ChainMap[Pair, Attempt] = ChainMap(dict(context.answered))
+        if self.recorder is not None:  # what the executor's journal lacks, the record may hold
+            known.maps.append(self.recorder.load(context.batch_index))
         repeats = context.repeats
         todo = [
             (t, m) for t, m in asked if any((t.task_id, r) not in known for r in range(repeats))
@@ -136,9 +136,8 @@ class LiveResponses:
             *(self._ask(t, m, repeats, known, context.keep) for t, m in todo),
             return_exceptions=True,
         )
-        answers = known | {
-            (a.task_id, a.repeat): a for r in results if isinstance(r, list) for a in r
-        }
+        fresh = {(a.task_id, a.repeat): a for r in results if isinstance(r, list) for a in r}
+        answers = known.new_child(fresh)
         if self.recorder is not None:
             await self.recorder.keep(context.batch_index, self._unrecorded(tasks, repeats, answers))
         for result in results:

@@ -3,12 +3,14 @@
 `record_dir` holds, per batch and repeat, `batch-B-repeat-R.json` in exactly the format of
 `corpus_assets.recipes.arithmetic_calibration` (the four identity fields, `trial_id`, `batch`,
 `repeat`, `results` in the batch's candidate order, `score` null: the executor grades), written
-once the batch's every candidate is answered. Until then each call's answers are kept in
-`parts/batch-B/<digest>.json`, the record's journal: a call asked again (its answers were not
-checkpointed before a kill, a failed sibling request or a cancel) is answered from it instead of
-the server, so the reports hold exactly what the job checkpointed. Every file is written at a
-temp name, fsynced and renamed. A journal of another calibration (other model, server digest,
-harness, verifier or generation settings) in the folder is refused: one record per calibration.
+once the batch's every candidate is answered. Until then, when a call ends (also when one of
+its requests failed), the answers of its tasks answered in full, asked or given back by the
+executor's answer journal, are kept in `parts/batch-B/<digest>.json`, the record's journal: a
+call asked again (its answers were not checkpointed before a kill, a failed sibling request or
+a cancel) is answered from it or from the executor's journal instead of the server, so the
+reports hold exactly what the job checkpointed. Every file is written at a temp name, fsynced
+and renamed. A journal of another calibration (other model, server digest, harness, verifier
+or generation settings) in the folder is refused: one record per calibration.
 """
 
 from __future__ import annotations
