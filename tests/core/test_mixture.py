@@ -7,6 +7,8 @@ import hashlib
 import json
 import pickle
 import shutil
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +23,9 @@ from corpus_assets.core.errors import ConfigError, DataError, UpstreamMissing
 from corpus_assets.core.mixture_config import load_mixture_config
 from corpus_assets.core.stages.mixture import MixResult, mix
 from corpus_assets.core.stages.verify import verify_path
-from corpus_assets.core.store import mixture_registry
+from corpus_assets.core.store import mixture_registry, registry
 from corpus_assets.core.store.layout import Layout
+from corpus_assets.core.store.locks import build_lock
 from corpus_assets.core.store.progress import Progress, silent
 from corpus_assets.mixture import ComponentChanged, MixtureDataset
 
@@ -351,3 +354,40 @@ def test_a_mixture_config_with_a_secret_is_not_registered(tmp_path: Path) -> Non
     again = mixture_registry.register(plain, tmp_path / "root")
     assert (first.new, again.new) == (True, False)
     assert mixture_registry.load(tmp_path / "root", first.config.partition_key) == first.config
+
+
+def test_a_build_of_the_root_is_read_under_its_tokenize_lock(tmp_path: Path) -> None:
+    """Named by partition key, a component waits while its tokens are being made again."""
+    corpus = tmp_path / "web.json"
+    source = {"name": "web", "kind": "jsonl", "path": "web.jsonl", "license": "cc0-1.0"}
+    corpus.write_text(
+        json.dumps(
+            {"dataset": "web", "version": "v1", "tokenizer": {"id": "bytes"}, "sources": [source]}
+        )
+    )
+    layout = Layout(tmp_path / "root")
+    cfg = registry.register(corpus, layout).config
+    build = write_build(tmp_path / "b", "web", shards=1, docs_per_shard=200)
+    layout.tokens(cfg).parent.mkdir(parents=True)
+    build.rename(layout.tokens(cfg))
+    config = write_config(
+        tmp_path / "mix.json",
+        [{"name": "web", "tokens": cfg.partition_key, "weight": 1}],
+        seq_len=8,
+    )
+    lines: list[str] = []
+    done: list[MixResult] = []
+    worker = threading.Thread(
+        target=lambda: done.append(
+            mix(load_mixture_config(config), layout, 1, Progress("mix", lines.append))
+        )
+    )
+    with build_lock(layout.stage_lock(cfg.hash12, "tokenize"), "the tokenize stage"):
+        worker.start()
+        deadline = time.monotonic() + 60
+        while not any("waiting for the tokens of web-v1-" in line for line in lines):
+            assert time.monotonic() < deadline, lines
+            time.sleep(0.01)
+        assert worker.is_alive() and not done
+    worker.join(timeout=60)
+    assert done and done[0].manifest["components"][0]["tokens"] == cfg.partition_key

@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,7 +98,16 @@ def mix(cfg: LoadedMixtureConfig, layout: Layout, workers: int, progress: Progre
     key = cfg.partition_key
     final = mixture_folder(layout.root, key)
     work = layout.work_root / MIXTURES / key
-    with build_lock(layout.stage_lock(cfg.hash12, "mixture"), f"mixture {key}", progress.note):
+    with ExitStack() as locks:
+        locks.enter_context(
+            build_lock(layout.stage_lock(cfg.hash12, "mixture"), f"mixture {key}", progress.note)
+        )
+        for spec in cfg.model.components:  # a build under this root is read under its lock,
+            if spec.kind == "key":  # shared: never while it is tokenized again or cleaned up
+                lock = layout.stage_lock(spec.tokens[-12:], "tokenize")
+                locks.enter_context(
+                    build_lock(lock, f"the tokens of {spec.tokens}", progress.note, True)
+                )
         inputs = [_open(cfg, spec, layout) for spec in cfg.model.components]
         built = _published(final)
         if built is not None:
