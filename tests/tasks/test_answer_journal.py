@@ -1,9 +1,11 @@
 """The answer journal: what `keep` returned from is read back, a torn tail is cut off, the
-answers of committed tasks are dropped, and a line is kept all or nothing."""
+answers of committed tasks are dropped, and a line is kept all or nothing; a calibrator that
+keeps its answers is not asked them again by the executor's retry."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import stat
 from pathlib import Path
@@ -13,6 +15,9 @@ from hypothesis import strategies as st
 
 from corpus_assets.tasks.answer_journal import AnswerJournal, answer_line, read_lines
 from corpus_assets.tasks.calibration import Attempt
+from corpus_assets.tasks.config import load_job_config
+from corpus_assets.tasks.executor import DataJob
+from corpus_assets.tasks.snapshot import Snapshot
 
 
 def request(i: int, repeats: int = 2) -> list[Attempt]:
@@ -111,3 +116,54 @@ def test_a_kill_at_any_byte_keeps_exactly_the_whole_lines_before_it(
     asyncio.run(journal.keep(request(99)))
     journal.close()
     assert list(read_lines(path)) == [*whole, request(99)]
+
+
+def keeping_job(folder: Path, fail_after: int) -> Path:
+    """12 scripted tasks in calls of 4, two repeats, calibrated by `keeping_calibrator`."""
+    samples = [
+        {"id": f"t{i:02d}", "input": {"text": f"question {i}"}, "answer": f"a{i:02d}"}
+        for i in range(12)
+    ]
+    config = {
+        "recipe": "executor_recipes:make",
+        "target_count": 6,
+        "purpose": "model",
+        "params": {"batches": [samples]},
+        "calibration": {
+            "implementation": "keeping_calibrator:make",
+            "repeats": 2,
+            "params": {"log": str(folder / "asked.jsonl"), "fail_after": fail_after},
+        },
+        "execution": {"batch_size": 4, "max_workers": 1, "max_retries": 1, "retry_delay": 0.01},
+    }
+    path = folder / "job.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def asked(folder: Path) -> list[tuple[str, int]]:
+    return [tuple(json.loads(line)) for line in (folder / "asked.jsonl").read_text().splitlines()]
+
+
+def test_a_calibrator_that_keeps_its_answers_is_not_asked_them_again_after_a_failure(
+    tmp_path: Path,
+) -> None:
+    """The first call fails after keeping 6 of its 8 answers: the executor's retry gives them
+    back in `context.answered`, the calibrator answers the other 2, every pair is answered
+    once, the journal is gone at the end, and the dataset is the one of a job that never
+    failed."""
+    (tmp_path / "failing").mkdir()
+    (tmp_path / "clean").mkdir()
+    failing = run_job(keeping_job(tmp_path / "failing", fail_after=6))
+    clean = run_job(keeping_job(tmp_path / "clean", fail_after=-1))
+    pairs = asked(tmp_path / "failing")
+    assert len(pairs) == len(set(pairs)) == 24
+    assert pairs[:6] == [("t00", 0), ("t00", 1), ("t01", 0), ("t01", 1), ("t02", 0), ("t02", 1)]
+    assert pairs[6:8] == [("t03", 0), ("t03", 1)]  # the retry asks only what was not kept
+    assert not list((tmp_path / "failing" / "out" / "work").glob("answers-*"))
+    assert failing.dataset_id == clean.dataset_id
+
+
+def run_job(config: Path) -> Snapshot:
+    loaded = load_job_config(config)
+    return asyncio.run(DataJob(loaded, config.parent / "out").run())
