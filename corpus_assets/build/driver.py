@@ -27,12 +27,7 @@ from corpus_assets.core.store.atomic import MANIFEST
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.definitions import build_defs
 from corpus_assets.instance.dead_runs import mark_dead_runs, process_tags
-from corpus_assets.instance.home import (
-    dagster_home,
-    deaf_log_watchers,
-    ensure_home,
-    open_instance,
-)
+from corpus_assets.instance.home import deaf_log_watchers, open_instance, seed_retry_cursors
 from corpus_assets.instance.partitions import add_partition
 from corpus_assets.instance.postgres import open_postgres_instance
 from corpus_assets.jobs import BUILD_JOB, RECHECK_JOB, TASK_JOB
@@ -330,21 +325,22 @@ def recheck(instance: dg.DagsterInstance, root: Path, partition_key: str) -> dic
 
 
 SUPERSEDED = "Function `dev_command` is superseded"
+SERVICES_LOG_LEVEL = "warning"
+"""What `dagster dev`'s webserver and daemon print: warnings and errors. At info the daemon prints
+two lines per sensor tick (four sensors, every 5 to 10 s) that the UI's sensor pages show."""
 
 
 def ui(root: Path, host: str, port: int, url: str | None = None) -> NoReturn:
     """Replace this process with `dagster dev` on the data root's instance (or `url`'s)."""
-    if url is None:
-        home = ensure_home(dagster_home(root))
-    else:
-        with instance_for(root, url) as instance:  # checks the URL, creates the tables once
-            home = Path(instance.root_directory)
+    with instance_for(root, url) as instance:  # checks a URL, creates the tables once
+        home = Path(instance.root_directory)
+        seed_retry_cursors(instance)  # the daemon starts now
     env = {**os.environ, "DAGSTER_HOME": str(home), "CORPUS_ROOT": str(root.resolve())}
     # `dagster dev` warns at start-up that `dg dev` supersedes it; `corpus ui` is the command here
     quiet = f"ignore:{SUPERSEDED}:FutureWarning"
     env["PYTHONWARNINGS"] = ",".join(filter(None, (os.environ.get("PYTHONWARNINGS"), quiet)))
     argv = [sys.executable, "-m", "dagster", "dev", "-m", "corpus_assets.definitions"]
-    argv += ["-h", host, "-p", str(port)]
+    argv += ["-h", host, "-p", str(port), "--log-level", SERVICES_LOG_LEVEL]
     _stderr(f"[corpus] DAGSTER_HOME={home} CORPUS_ROOT={env['CORPUS_ROOT']}")
     _stderr(f"[corpus] UI on http://{host}:{port} (Ctrl-C stops it)")
     for sig in (signal.SIGINT, signal.SIGTERM):  # dagster dev ignores them if inherited ignored

@@ -124,6 +124,27 @@ def open_home(home: Path) -> dg.DagsterInstance:
         return dg.DagsterInstance.get()
 
 
+def seed_retry_cursors(instance: dg.DagsterInstance) -> None:
+    """Start the run-retry daemon's missing cursors at the instance's newest event, as the
+    daemon does on its first tick, so that it starts without its warning per event ("No cursor
+    for event type ..., ignoring older events"). Call it only when the daemon starts: a cursor
+    set earlier would make it retry the runs that failed in between.
+
+    The daemon (EventLogConsumerDaemon, on while `run_retries` is enabled) follows run failures
+    and successes, each with the cursor `EVENT_LOG_CONSUMER_CURSOR-<event type value>` in the
+    instance's daemon cursor storage (dagster 1.13).
+    """
+    import dagster as dg
+
+    events = (dg.DagsterEventType.RUN_FAILURE, dg.DagsterEventType.RUN_SUCCESS)
+    keys = {f"EVENT_LOG_CONSUMER_CURSOR-{event.value}" for event in events}
+    storage = instance.daemon_cursor_storage
+    missing = keys - set(storage.get_cursor_values(keys))
+    if missing:
+        newest = instance.event_log_storage.get_maximum_record_id() or 0
+        storage.set_cursor_values(dict.fromkeys(sorted(missing), str(newest)))
+
+
 def deaf_log_watchers(instance: dg.DagsterInstance) -> dg.DagsterInstance:
     """`instance`, its compute log capture starting its helper processes with SIGINT blocked.
 

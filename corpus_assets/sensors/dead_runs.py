@@ -20,10 +20,12 @@ SENSOR = "corpus_dead_runs"
     default_status=dg.DefaultSensorStatus.RUNNING,
 )
 def corpus_dead_runs(context: dg.SensorEvaluationContext) -> dg.SkipReason:
-    """Marks FAILED every STARTING or STARTED run on this host whose process is gone."""
+    """Marks FAILED every STARTING or STARTED run on this host whose process is gone; only a run
+    it marks is logged (a live run, judged again every tick, is counted in the skip reason)."""
     verdicts = mark_dead_runs(context.instance, by=f"sensor {SENSOR}")
     for verdict in verdicts:
-        context.log.info(verdict.reason)
+        if verdict.dead:
+            context.log.info(verdict.reason)
     marked = [v.run_id for v in verdicts if v.dead]
     if marked:
         return dg.SkipReason(f"marked {len(marked)} dead run(s) FAILED: {', '.join(marked)}")
