@@ -172,7 +172,8 @@ def main() -> None:
     if args.work.exists():
         shutil.rmtree(args.work)
     args.work.mkdir(parents=True)
-    print(f"load before: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores", flush=True)
+    load_before = round(os.getloadavg()[0], 2)
+    print(f"load before: {load_before:.2f} (1 min), {os.cpu_count()} cores", flush=True)
 
     start = time.perf_counter()
     total = int(args.gb * 1e9) // 2
@@ -237,7 +238,24 @@ def main() -> None:
             f"   vs memmap loop {best:.2f} / {median:.2f}",
             flush=True,
         )
-    print(f"load after: {os.getloadavg()[0]:.2f} (1 min)")
+    load_after = os.getloadavg()[0]
+    print(f"load after: {load_after:.2f} (1 min)")
+    summary_line = {
+        "token_bytes": token_bytes,
+        "documents": documents,
+        "index_build_s": round(wall, 3),
+        "index_build_rss_mb": round(rss),
+        "train_samples": summary["train"]["samples"],
+        "reader_samples": n,
+        "samples_per_s": {k: [round(r) for r in v] for k, v in rates.items()},
+        "ratio_best": round(max(rates["mixture"]) / max(rates["memmap"]), 3),
+        "ratio_median": round(
+            statistics.median(rates["mixture"]) / statistics.median(rates["memmap"]), 3
+        ),
+        "load_before": load_before,
+        "load_after": round(load_after, 2),
+    }
+    print(json.dumps(summary_line, sort_keys=True))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ size, the index build and the reader against the bare memmap loop (structure onl
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -26,3 +27,10 @@ def test_tiny_run_prints_every_number(tmp_path: Path) -> None:
         assert f"  {name}: share {share}" in out
     assert "reader: 300 samples of 257 tokens, 1 rounds" in out
     assert re.search(r"MixtureDataset\[i\] +[\d,]+ +[\d,]+ +vs memmap loop [\d.]+ / [\d.]+", out)
+    last = json.loads(out.strip().splitlines()[-1])
+    assert last["reader_samples"] == 300 and set(last["samples_per_s"]) == {
+        "mixture",
+        "memmap",
+        "views",
+    }
+    assert last["ratio_best"] > 0 and last["index_build_rss_mb"] > 0
