@@ -38,9 +38,9 @@ def journal_path(work: Path, batch: int) -> Path:
 class AnswerJournal:
     """One batch's journal, open for appending (on the event loop that calls `keep`)."""
 
-    def __init__(self, path: Path, answered: dict[Pair, Attempt]) -> None:
+    def __init__(self, path: Path, answered: dict[str, list[Attempt]]) -> None:
         self.path = path
-        self._answered = answered
+        self._answered = answered  # by task id
         self._fd: int | None = None
         self._pending: list[bytes] = []
         self._queued = 0  # keeps whose line is in _pending or written
@@ -61,13 +61,15 @@ class AnswerJournal:
             kept += left
         if dropped or _torn(path):
             _rewrite(path, kept)
-        answered = {(a.task_id, a.repeat): a for line in kept for a in line}
+        answered: dict[str, list[Attempt]] = {}
+        for attempt in (a for line in kept for a in line):
+            answered.setdefault(attempt.task_id, []).append(attempt)
         return cls(path, answered)
 
     def answered(self, task_ids: Iterable[str]) -> dict[Pair, Attempt]:
         """The answers kept before this journal was opened, for `task_ids`."""
-        wanted = set(task_ids)
-        return {pair: a for pair, a in self._answered.items() if pair[0] in wanted}
+        found = (a for task_id in task_ids for a in self._answered.get(task_id, ()))
+        return {(a.task_id, a.repeat): a for a in found}
 
     async def keep(self, attempts: Sequence[Attempt]) -> None:
         """Append `attempts` as one line; return once it is durable."""
