@@ -14,10 +14,13 @@ workers, and memory, polled from /proc every 20 ms: "process" is the stage proce
 summary is one JSON line on stdout (last line); a table goes to stderr.
 
 `--backends` names the executors of the stages' tasks, each run on every size, side by side:
-`local` (the process pool, the default) and `ray` (`corpus run --backend ray`: each stage starts
+`local` (the process pool, the default), `ray` (`corpus run --backend ray`: each stage starts
 a local Ray with `--workers` CPUs and stops it, start-up included in its wall time; Ray's own
-processes are children of the stage, so "tree" counts them). `--quick` runs 1 and 2 MB (the test
-of this script).
+processes are children of the stage, so "tree" counts them) and `ray-sn` (the same with
+`--ray-shared-root no`: shared nothing, each task's inputs and files through Ray's object
+store). For the Ray backends a stage also reports `ray_start_s` (from its start to its "running
+tasks on" line) and, shared nothing, `sent_mb` / `received_mb` (what the object store carried).
+`--quick` runs 1 and 2 MB (the test of this script).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -37,7 +41,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 MAKE_CORPUS = REPO / "bench" / "make_corpus.py"
 STAGES = ("fetch", "shard", "tokenize")
-BACKENDS = ("local", "ray")
+BACKENDS = ("local", "ray", "ray-sn")
+BACKEND_ARGS = {
+    "local": [],
+    "ray": ["--backend", "ray"],
+    "ray-sn": ["--backend", "ray", "--ray-shared-root", "no"],
+}
+CARRIED = re.compile(r"carried ([\d,.]+) MB of inputs to tasks, ([\d,.]+) MB of files back")
 POLL_S = 0.02
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
@@ -145,6 +155,10 @@ def run_stage(cmd: list[str], log: Path) -> dict[str, Any]:
     if dedup:
         result["dedup_rss_mb"] = round(dedup / 1024, 1)
         result["dedup_s"] = round(marks.get("dedup_end", wall) - marks["dedup_start"], 2)
+    if "ray_up" in marks:
+        result["ray_start_s"] = round(marks["ray_up"], 2)
+    if "sent_mb" in marks:
+        result["sent_mb"], result["received_mb"] = marks["sent_mb"], marks["received_mb"]
     return result
 
 
@@ -155,6 +169,11 @@ def _lines(stream: Any, copy: Any, marks: dict[str, float], start: float) -> Non
             marks["dedup_start"] = time.perf_counter() - start
         elif "shard: duplicates:" in line:
             marks["dedup_end"] = time.perf_counter() - start
+        elif "running tasks on" in line and "ray_up" not in marks:
+            marks["ray_up"] = time.perf_counter() - start
+        elif carried := CARRIED.search(line):
+            marks["sent_mb"] = float(carried[1].replace(",", ""))
+            marks["received_mb"] = float(carried[2].replace(",", ""))
 
 
 def run_size(
@@ -164,7 +183,7 @@ def run_size(
     root = work / f"root-{mb:g}mb-{backend}"
     shutil.rmtree(root, ignore_errors=True)
     cfg = write_config(work / f"scale-{mb:g}mb.toml", data)
-    extra = [] if backend == "local" else ["--backend", backend]
+    extra = BACKEND_ARGS[backend]
     stages: dict[str, Any] = {}
     for stage in STAGES:
         cmd = [sys.executable, "-m", "corpus_assets.cli", "run", "--stage", stage]
@@ -206,14 +225,17 @@ def _ends(runs: list[dict[str, Any]], backend: str) -> tuple[dict[str, Any], dic
 
 def print_table(runs: list[dict[str, Any]]) -> None:
     head = f"{'size':>8} {'backend':>7} {'stage':>9} {'wall s':>8} {'MB/s':>7} {'cpu s':>7} "
-    head += f"{'proc MB':>8} {'tree MB':>8} {'dedup MB':>9}"
+    head += f"{'proc MB':>8} {'tree MB':>8} {'dedup MB':>9} {'Ray up s':>9} {'MB sent':>8} "
+    head += f"{'MB back':>8}"
     print(head, file=sys.stderr)
     for run in runs:
         for stage, r in run["stages"].items():
             print(
                 f"{run['mb']:>6g}MB {run['backend']:>7} {stage:>9} {r['wall_s']:>8} "
                 f"{r['mb_per_s']:>7} {r['cpu_s']:>7} {r['process_rss_mb']:>8} "
-                f"{r['tree_rss_mb']:>8} {r.get('dedup_rss_mb', ''):>9}",
+                f"{r['tree_rss_mb']:>8} {r.get('dedup_rss_mb', ''):>9} "
+                f"{r.get('ray_start_s', ''):>9} {r.get('sent_mb', ''):>8} "
+                f"{r.get('received_mb', ''):>8}",
                 file=sys.stderr,
             )
 
