@@ -26,7 +26,8 @@ BACKOFF_CAP_S = 30.0  # no wait is longer, Retry-After included
 async def with_retries(
     send: Callable[[], Awaitable[T]], what: str, retries: int, limit: asyncio.Semaphore
 ) -> T:
-    """`await send()` holding `limit` while the request is in flight, retried as above."""
+    """`await send()` holding `limit` while the request is in flight (and while `send` keeps
+    its answers, so a slot takes its next request only after that), retried as above."""
     for attempt in range(retries + 1):
         try:
             async with limit:
