@@ -165,7 +165,9 @@ def load_mixture_config(path: str | Path) -> LoadedMixtureConfig:
 
 def _explain(exc: ValidationError, raw: dict[str, Any]) -> str:
     messages = []
-    for err in exc.errors():
+    errors = exc.errors()
+    failed = {tuple(e["loc"][:1]) for e in errors if len(e["loc"]) > 1}
+    for err in errors:
         loc = tuple(err["loc"])
         where = _location(loc, raw)
         if err["type"] == "extra_forbidden":
@@ -178,7 +180,8 @@ def _explain(exc: ValidationError, raw: dict[str, Any]) -> str:
         elif err["type"] == "missing":
             messages.append(f"missing required key {where!r}")
         elif err["type"] == "too_short" and loc == ("components",):
-            messages.append("no component; add at least one [[components]] table")
+            if loc not in failed:  # not when some of its tables failed (said above)
+                messages.append("no component; add at least one [[components]] table")
         elif err["type"] == "string_pattern_mismatch" and loc[-1] == "name":
             messages.append(
                 f"{where} {shown(err['input'])} is not a path-safe name; {CLASSIFIER_NAME_RULE}"

@@ -276,7 +276,7 @@ def test_a_changed_index_file_fails_verify(builds: dict[str, Path], tmp_path: Pa
                     {"name": "b", "tokens": "y", "token_budget": 9},
                 ]
             },
-            "every component has a weight, or every one a token_budget",
+            "every component has a weight, or every one a token_budget; not some of each",
         ),
         ({"components": []}, "no component; add at least one [[components]] table"),
         ({"seq": 5}, "unknown key 'seq' in the top level; allowed: name, seq_len"),
@@ -296,6 +296,7 @@ def test_a_bad_config_is_one_line_naming_the_problem(
         load_mixture_config(path)
     assert message in str(err.value)
     assert "\n" not in str(err.value)
+    assert str(err.value).count(";") == message.count(";")  # that problem alone
 
 
 def test_components_of_two_tokenizers_are_refused(builds: dict[str, Path], tmp_path: Path) -> None:
