@@ -108,11 +108,13 @@ class MixtureDataset:
         manifest_path = _manifest_path(location)
         self.folder = _parent(manifest_path)
         self.split = split
-        self.manifest: dict[str, Any] = json.loads(_read_bytes(manifest_path))
+        raw = _read_bytes(manifest_path)
+        self.manifest: dict[str, Any] = json.loads(raw)
         if self.manifest.get("kind") != "mixture":
             raise ValueError(f"{manifest_path} is not a mixture manifest")
         self.seq_len: int = self.manifest["seq_len"]
-        self.sha256 = hashlib.sha256(_read_bytes(manifest_path)).hexdigest()
+        self.sha256 = hashlib.sha256(raw).hexdigest()
+        """The manifest's sha256: a reader's state names the mixture by it."""
         entries = self.manifest["components"]
         locations = [component_location(self.folder, c["location"]) for c in entries]
         shas = {c["name"]: manifest_sha256(loc) for c, loc in zip(entries, locations, strict=True)}
