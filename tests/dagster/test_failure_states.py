@@ -7,6 +7,7 @@ read passed, on the partition and on the asset's latest check results.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import dagster as dg
@@ -57,10 +58,15 @@ def test_a_cleaned_failed_partition_reads_failed_and_healthy_checks_read_passed(
 ) -> None:
     healthy = variant(example, "healthy", version="v2")
     assert driver.build(healthy, root, instance).exit_code == 0
-    runner = wrapped(tmp_path / "wrapper", "exit-once=65", "shard")  # bad data: no retry
+    # the shard stage publishes its shards, then exits 65 (bad data: no retry)
+    state = tmp_path / "wrapper"
+    runner = wrapped(state, "fail-after=65", "shard")
     bad = driver.build(example, root, instance, stage_runner=runner)  # cleans up itself
     assert bad.exit_code == 65
     ok, failed = load_config(healthy).partition_key, load_config(example).partition_key
+    written = json.loads((state / "published.json").read_text())["shards"]
+    assert any(name.endswith("_MANIFEST.json") for name in written)  # the stage wrote them
+    assert not [name for name in written if Path(name).exists()]  # and the cleanup removed them
     assert not Layout(root.resolve()).shards(load_config(example)).exists()
 
     keys = [ok, failed]
