@@ -15,6 +15,9 @@ from corpus_assets.resources.partitions import task_configs
 from corpus_assets.resources.task_configs import TaskConfigStore
 from corpus_assets.tasks import audit
 
+# The checks are partitioned, so the UI cannot execute one alone: this says where to go instead.
+RERUN = "Run again without rebuilding: Jobs → task_recheck → Launchpad, pick the partition."
+
 
 def _specs() -> list[dg.AssetCheckSpec]:
     with warnings.catch_warnings():
@@ -25,7 +28,7 @@ def _specs() -> list[dg.AssetCheckSpec]:
                 asset=task_dataset,
                 blocking=name in audit.BLOCKING,
                 partitions_def=task_configs,
-                description=(auditor.__doc__ or "").strip(),
+                description=f"{(auditor.__doc__ or '').strip()} {RERUN}",
             )
             for name, auditor in audit.AUDITS.items()
         ]

@@ -11,7 +11,7 @@ from pathlib import Path
 import dagster as dg
 from dagster_support import copy_example
 
-from corpus_assets.assets import checks
+from corpus_assets.assets import checks, task_checks
 from corpus_assets.assets.raw import raw
 from corpus_assets.assets.shards import shards
 from corpus_assets.assets.tokens import tokens
@@ -132,6 +132,11 @@ def test_every_job_is_defined_and_the_exports_have_jobs_of_their_own() -> None:
         recheck = defs.resolve_job_def(name)
         assert isinstance(recheck.partitions_def, dg.DynamicPartitionsDefinition)
         assert recheck.partitions_def.name == partitions
+    for spec in (*checks.shards_checks.check_specs, *task_checks.task_dataset_checks.check_specs):
+        recheck_job = (
+            "task_recheck" if spec.asset_key.path == ["task_dataset"] else "corpus_recheck"
+        )
+        assert f"Jobs → {recheck_job} → Launchpad" in str(spec.description), spec.name
 
 
 def test_raw_and_task_dataset_have_column_schemas() -> None:
