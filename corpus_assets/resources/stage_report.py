@@ -74,8 +74,9 @@ def pipes_if_launched() -> Iterator[Reporter | None]:
         pipes.close()
 
 
-SKIPPED = frozenset({"stage", "stage_key", "partition_key"})
-"""Said elsewhere on the page: the asset's `corpus/stage` tag, its partition, the build id."""
+SKIPPED = frozenset({"stage", "stage_key", "partition_key", "dtype", "eos_id"})
+"""Said elsewhere on the page: the asset's `corpus/stage` tag, its partition, the build id; the
+token dtype and EOS id are in the column schema."""
 ROWS = ("documents_out", "documents")
 """The summary key that counts the asset's rows, shown once as `dagster/row_count`."""
 

@@ -114,6 +114,8 @@ def test_materializations_carry_config_sources_files_and_schema(
         ("tokens", f"{tokens_manifest_dtype(layout, cfg)}[]"),
         ("end", "uint64"),
     ]
+    assert "EOS (256) last" in str(tokens["dagster/column_schema"].columns[0].description)
+    assert not {"dtype", "eos_id"} & set(tokens)  # the schema says them
     tokens_doc = json.loads((layout.tokens(cfg) / "_MANIFEST.json").read_text())
     assert tokens["files_bytes"] == sum(f["bytes"] for f in tokens_doc["files"])
     assert tokens["summary"] == (
