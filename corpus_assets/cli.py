@@ -29,7 +29,7 @@ def _print_json(obj: Any) -> None:
 
 
 def _root(args: argparse.Namespace) -> Path:
-    """--root, else $CORPUS_ROOT, else ./corpus-data: a writable folder, or one we can make."""
+    """--root, else `default_root()`: a writable folder, or one we can make."""
     from corpus_assets.core.store.layout import check_root, default_root
 
     return check_root(Path(args.root) if args.root else default_root())
@@ -753,7 +753,10 @@ def _add_dagster_commands(sub: Any) -> None:
 
 def _add_root(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--root", default=None, help="data root (default: $CORPUS_ROOT or ./corpus-data)"
+        "--root",
+        default=None,
+        help="data root (default: $CORPUS_ROOT, else the folder holding $DAGSTER_HOME when that "
+        "is <root>/dagster, else ./corpus-data)",
     )
 
 

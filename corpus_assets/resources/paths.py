@@ -1,12 +1,11 @@
-"""The data root every stage reads and writes, as a resource (DESIGN §4)."""
+"""The data root every stage reads and writes, as a resource (docs/storage.md)."""
 
-import os
 from pathlib import Path
 
 import dagster as dg
 from pydantic import Field
 
-from corpus_assets.core.store.layout import DEFAULT_ROOT, Layout
+from corpus_assets.core.store.layout import Layout, default_root
 
 
 class CorpusPaths(dg.ConfigurableResource["CorpusPaths"]):
@@ -34,12 +33,5 @@ class CorpusPaths(dg.ConfigurableResource["CorpusPaths"]):
 
 
 def resolve_root(root: str | None) -> Path:
-    """The data root: explicit, `$CORPUS_ROOT`, `$DAGSTER_HOME/..` (if one of ours), default."""
-    if root:
-        return Path(root).resolve()
-    if os.environ.get("CORPUS_ROOT"):
-        return Path(os.environ["CORPUS_ROOT"]).resolve()
-    home = os.environ.get("DAGSTER_HOME")
-    if home and Path(home).name in ("dagster", "dagster-postgres"):
-        return Path(home).resolve().parent
-    return Path(DEFAULT_ROOT).resolve()
+    """The data root: `root` when given, else the CLI's default (`layout.default_root`)."""
+    return Path(root).resolve() if root else default_root().resolve()

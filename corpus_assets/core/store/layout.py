@@ -1,4 +1,4 @@
-"""Where everything lives under the data root (DESIGN §4).
+"""Where everything lives under the data root (docs/storage.md).
 
 raw/, work/ and logs/ hold documents before PII scrubbing (and pieces of them), so they are
 owner-only (0700), as is the Dagster instance folder; published shards and tokens follow the
@@ -19,10 +19,20 @@ from corpus_assets.core.errors import ConfigError
 from corpus_assets.core.store.atomic import private_dir, tighten
 
 DEFAULT_ROOT = "./corpus-data"
+INSTANCE_FOLDERS = ("dagster", "dagster-postgres")
+"""The names of a data root's Dagster instance folder (SQLite, PostgreSQL)."""
 
 
 def default_root() -> Path:
-    return Path(os.environ.get("CORPUS_ROOT", DEFAULT_ROOT))
+    """The data root when none is given, for the CLI and the Dagster resources alike:
+    `$CORPUS_ROOT`, else the folder holding `$DAGSTER_HOME` when that is a root's instance
+    folder (`<root>/dagster`, `<root>/dagster-postgres`), else `./corpus-data`."""
+    if os.environ.get("CORPUS_ROOT"):
+        return Path(os.environ["CORPUS_ROOT"])
+    home = os.environ.get("DAGSTER_HOME")
+    if home and Path(home).name in INSTANCE_FOLDERS:
+        return Path(home).resolve().parent
+    return Path(DEFAULT_ROOT)
 
 
 def check_root(root: Path) -> Path:
