@@ -25,15 +25,13 @@ class ConfigError(CorpusError):
 class UpstreamMissing(ConfigError):
     """A stage's input is not built yet: "materialize <asset> first: ..." (exit 64).
 
-    Nothing was written, so a build that fails this way needs no cleanup; the stage runner
-    recognises the sentence (`UPSTREAM_MISSING`) in the stage's error line.
+    Nothing was written, so a build that fails this way needs no cleanup: a stage sends the
+    flag to the stage runner through Pipes, and a step raising it marks its failure
+    `upstream_missing`, which the cleanup sensors read.
     """
 
     def __init__(self, upstream: str, detail: str) -> None:
         super().__init__(f"materialize {upstream} first: {detail}")
-
-
-UPSTREAM_MISSING = r"materialize [a-z_]+ first: "
 
 
 class DataError(CorpusError):

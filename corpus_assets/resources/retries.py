@@ -1,4 +1,4 @@
-"""Retry policies per stage: fetch talks to the network and retries more (DESIGN §6).
+"""Retry policies per stage: fetch talks to the network and retries more (docs/reliability.md).
 
 A stage that exits 64 or 65 raises `Failure(allow_retries=False)`, which bypasses these. The
 policies give each stage's number of retries, backoff and jitter; the base delay between tries

@@ -1,5 +1,6 @@
 """A config that cannot build is refused first: `corpus build`, `register` and `run` exit 64 with
-one line, before a data root, an instance, a partition, a run or a fetch exists (DESIGN §5).
+one line, before a data root, an instance, a partition, a run or a fetch exists
+(docs/reliability.md).
 
 The hub cases run the real Hugging Face Hub client on a cache this test writes under a temporary
 HF_HOME, with HF_HUB_OFFLINE=1: nothing here touches the network.

@@ -1,4 +1,4 @@
-"""The corpus config: validation messages and the content identity (DESIGN §3)."""
+"""The corpus config: validation messages and the content identity (docs/configs.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The core knows nothing of Dagster (DESIGN §2, STYLE 2): a fresh interpreter proves it."""
+"""The core knows nothing of Dagster (docs/architecture.md): a fresh interpreter proves it."""
 
 from __future__ import annotations
 
