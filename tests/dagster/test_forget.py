@@ -16,7 +16,7 @@ from corpus_assets.core.errors import ConfigError
 from corpus_assets.core.store.atomic import MANIFEST
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.instance.forget import forget
-from corpus_assets.resources.partitions import CORPUS_CONFIGS, corpus_configs
+from corpus_assets.resources.partitions import CORPUS_CONFIGS, TASK_CONFIGS, corpus_configs
 
 SHARDS = dg.AssetKey("shards")
 
@@ -110,3 +110,19 @@ def test_a_partition_with_a_run_queued_or_running_is_refused(
         "to end or cancel it, then forget the partition"
     )
     assert instance.has_dynamic_partition(CORPUS_CONFIGS, cfg.partition_key)
+
+
+def test_data_of_a_task_partition_is_refused_and_the_key_kept(
+    root: Path, instance: dg.DagsterInstance
+) -> None:
+    """--data removes corpus builds only: a task partition's job folder is not its to remove."""
+    instance.add_dynamic_partitions(TASK_CONFIGS, ["tasks-0123456789ab"])
+    with pytest.raises(ConfigError) as refused:
+        forget(instance, root, "tasks-0123456789ab", data=True)
+    assert str(refused.value) == (
+        "--data removes a corpus build's files; 'tasks-0123456789ab' is a task_configs "
+        "partition (forget it without --data)"
+    )
+    assert instance.has_dynamic_partition(TASK_CONFIGS, "tasks-0123456789ab")
+    assert forget(instance, root, "tasks-0123456789ab").partitions == (TASK_CONFIGS,)
+    assert not instance.has_dynamic_partition(TASK_CONFIGS, "tasks-0123456789ab")
