@@ -166,3 +166,32 @@ def test_corpus_build_of_the_example_on_a_blind_node(blind: Blind, tmp_path: Pat
     for stage in ("shard", "tokenize"):  # the stage runner passed the setting to both
         assert f"{stage}: running tasks on Ray at {blind.cluster.address}" in logs, logs[-3000:]
         assert "no shared root" in logs
+
+
+def test_what_every_task_reads_goes_to_the_blind_node_once(
+    blind: Blind, tmp_path: Path, bench_corpus: Path
+) -> None:
+    """Boilerplate lines, an eval set's index and an id list: the shard stage's shared inputs."""
+    env = blind.cluster.env
+    cfg = write_config(tmp_path, bench_corpus)
+    docs = [json.loads(line) for line in (bench_corpus / "part-00000.jsonl").open()][:40]
+    (tmp_path / "eval.jsonl").write_text(
+        "".join(json.dumps({"q": d["text"]}) + "\n" for d in docs[:20]), encoding="utf-8"
+    )
+    (tmp_path / "ids.txt").write_text("".join(d["id"] + "\n" for d in docs[20:]), encoding="utf-8")
+    config = json.loads(cfg.read_text(encoding="utf-8"))
+    config["filters"] = {"boilerplate_max_documents": 5}
+    config["decontaminate"] = {"sets": [{"name": "e", "path": "eval.jsonl", "fields": ["q"]}]}
+    config["exclude"] = {"ids": [{"name": "used", "path": "ids.txt"}]}
+    cfg.write_text(json.dumps(config), encoding="utf-8")
+    local, root = tmp_path / "local", blind.hidden / "screened"
+    summaries = []
+    for where, backend in ((local, ("--workers", "2")), (root, blind.ray())):
+        common = ["--config", str(cfg), "--root", str(where)]
+        corpus(env, "run", "--stage", "fetch", *common)
+        run = corpus(env, "run", "--stage", "shard", *common, *backend)
+        summaries.append(json.loads(run.stdout))
+    assert "no shared root" in run.stderr, run.stderr
+    assert summaries[0] == summaries[1]
+    assert summaries[1]["contaminated"] and summaries[1]["excluded"], summaries[1]
+    assert outputs(root) == outputs(local)
