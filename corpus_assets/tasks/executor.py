@@ -17,8 +17,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections import Counter, deque
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import ExitStack, closing
 from pathlib import Path
@@ -57,6 +57,7 @@ from corpus_assets.tasks.types import (
     InsufficientDataError,
     Selection,
 )
+from corpus_assets.tasks.window import ordered
 from corpus_assets.tasks.workers import (
     Pool,
     RankOrder,
@@ -349,24 +350,25 @@ class DataJob:
 
     def _rank(self, pool: Pool, batch: int) -> None:
         """Rank the batch's candidates not ranked yet, in worker chunks committed in order."""
-        size = self.execution.batch_size
         context = self.context(batch)
-        pending: deque[tuple[int, Future[Any]]] = deque()
-        start = self.ckpt.ranked(batch)
-        try:
-            for seqs in self.ckpt.seq_pages(batch, size, skip=start):
+
+        def chunks() -> Iterator[tuple[int, Future[Any]]]:
+            start = self.ckpt.ranked(batch)
+            for seqs in self.ckpt.seq_pages(batch, self.execution.batch_size, skip=start):
                 payloads = [json.loads(p) for p in self.ckpt.candidate_rows(seqs, "payload")]
                 scores = self.ckpt.scores_of([p["task_id"] for p in payloads])
                 items = [(p, scores.get(p["task_id"], ())) for p in payloads]
                 start += len(items)
-                pending.append((start, pool.submit(rank_chunk, RankOrder(context, items))))
-                while len(pending) > 2 * self.execution.max_workers:
-                    self._commit_ranking(batch, *pending.popleft())
-            while pending:
-                self._commit_ranking(batch, *pending.popleft())
-        finally:
-            for _, future in pending:
-                future.cancel()
+                yield start, pool.submit(rank_chunk, RankOrder(context, items))
+
+        with ordered(chunks(), self._window) as results:
+            for ranked, future in results:
+                self._commit_ranking(batch, ranked, future)
+
+    @property
+    def _window(self) -> int:
+        """How many chunks the workers may run ahead of the commits."""
+        return 2 * self.execution.max_workers
 
     def _commit_ranking(self, batch: int, ranked: int, future: Future[Any]) -> None:
         self.ckpt.commit_ranking(batch, ranked, future.result())
@@ -420,18 +422,15 @@ class DataJob:
         """The selected samples' public, reference and training rows, committed in chunks."""
         ids: list[str] = self.ckpt.get("selection")["task_ids"]
         size = self.execution.batch_size
-        pending: deque[tuple[int, Future[Any]]] = deque()
-        try:
+
+        def chunks() -> Iterator[tuple[int, Future[Any]]]:
             for start in range(self.ckpt.projected(), len(ids), size):
                 payloads = [s.to_json() for s in self.ckpt.samples_by_id(ids[start : start + size])]
-                pending.append((start, pool.submit(project_chunk, payloads)))
-                while len(pending) > 2 * self.execution.max_workers:
-                    self._commit_projection(*pending.popleft())
-            while pending:
-                self._commit_projection(*pending.popleft())
-        finally:
-            for _, future in pending:
-                future.cancel()
+                yield start, pool.submit(project_chunk, payloads)
+
+        with ordered(chunks(), self._window) as results:
+            for start, future in results:
+                self._commit_projection(start, future)
 
     def _commit_projection(self, start: int, future: Future[Any]) -> None:
         rows = future.result()
