@@ -2,36 +2,37 @@
 task id, the same content) or retained, in order, against the pool and the excluded ids on disk.
 
 A task id met again with other content, or a public input met again with another reference, is
-a DataError. A chunk costs at most three indexed lookups (by task id, by input digest for the
-task ids not pooled yet, by excluded id when something is excluded) and one insert.
+a DataError. The workers key every row (`Cleaned`): a chunk costs at most three indexed lookups
+(by task-id key, by input key for the task ids not pooled yet, by excluded id when something is
+excluded) and one insert of the rows as the workers handed them over, numbered.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from corpus_assets.core.errors import DataError
-from corpus_assets.tasks.cleaned import Cleaned, payload_text
-from corpus_assets.tasks.types import DataSample
+from corpus_assets.tasks.cleaned import Row, sample_of, task_key
 
 IN_LIMIT = 500  # ids per `IN (...)` lookup (SQLite caps bound parameters)
 CANDIDATE_COLUMNS = (  # a pool row: its position and batch, then the `Cleaned` fields
     "seq",
     "batch",
     "task_id",
-    "public",
-    "reference",
+    "input",
     "metadata",
+    "reference",
     "content_sha",
-    "input_sha",
+    "id_key",
+    "input_key",
 )
 INSERT_CANDIDATE = (
     f"INSERT INTO candidates ({', '.join(CANDIDATE_COLUMNS)}) "
     f"VALUES ({', '.join('?' * len(CANDIDATE_COLUMNS))})"
 )
+COUNTS = ("rejected", "duplicates", "excluded", "retained")
 
 
 def admit(
@@ -39,45 +40,52 @@ def admit(
     excluding: bool,
     batch: int,
     first_seq: int,
-    cleaned: Sequence[Cleaned | None],
-    counts: dict[str, int],
-) -> list[tuple[Any, ...]]:
-    """Count each sample in order and return the pool rows of the retained ones, numbered from
-    `first_seq`. Raises DataError on a conflicting reference or a task id that names two
-    different samples."""
+    cleaned: Sequence[Row | None],
+) -> tuple[list[tuple[Any, ...]], dict[str, int]]:
+    """Count each sample in order; the pool rows of the retained ones, numbered from
+    `first_seq`, and the counts (`COUNTS`). Raises DataError on a conflicting reference or a
+    task id that names two different samples."""
     kept = [c for c in cleaned if c is not None]
-    excluded = _excluded_among(db, excluding, [c.task_id for c in kept])
-    known: dict[str, bytes] = dict(
-        lookup(db, "task_id, content_sha FROM candidates", "task_id", [c.task_id for c in kept])
-    )
-    # a duplicate's input was checked when it was admitted: look up the inputs of the new ids
-    inputs = _pooled_inputs(
-        db, [c.input_sha for c in kept if c.task_id not in known and c.task_id not in excluded]
+    excluded = _excluded_among(db, excluding, [c[0] for c in kept])
+    # the pooled content digest per task-id key, from the index alone; another task id with
+    # the same key is told apart below by its text
+    pooled: dict[int, bytes] = dict(
+        lookup(db, "id_key, content_sha FROM candidates", "id_key", [c[5] for c in kept])
     )
     rows: list[tuple[Any, ...]] = []
-    admitted: dict[str, Cleaned] = {}  # this chunk's retained candidates, not inserted yet
-    for item in cleaned:
-        if item is None:
-            counts["rejected"] += 1
-        elif item.task_id in excluded:
-            counts["excluded"] += 1
-        elif item.task_id in known:
-            if known[item.task_id] != item.content_sha:
-                raise DataError(_two_contents(db, item, admitted.get(item.task_id)))
-            counts["duplicates"] += 1
-        else:
-            for other_id, reference in inputs.get(item.input_sha, ()):
-                if reference != item.reference:
-                    raise DataError(
-                        "conflicting references: the same public input has two different "
-                        f"references, in task {other_id!r} and task {item.task_id!r}"
-                    )
-            counts["retained"] += 1
-            known[item.task_id] = item.content_sha
-            admitted[item.task_id] = item
-            inputs.setdefault(item.input_sha, []).append((item.task_id, item.reference))
-            rows.append((first_seq + len(rows), batch, *item))
-    return rows
+    admitted: dict[str, Row] = {}  # this chunk's retained candidates, not inserted yet
+    seq = first_seq
+    duplicates = excluded_count = 0
+    for item in kept:
+        task_id, content_sha, id_key = item[0], item[4], item[5]
+        if task_id in excluded:
+            excluded_count += 1
+            continue
+        earlier = admitted.get(task_id)
+        if earlier is not None:
+            if earlier[4] != content_sha:
+                raise DataError(_two_contents(db, item, earlier))
+            duplicates += 1
+            continue
+        pooled_sha = pooled.get(id_key)
+        # the same digest is the same whole sample, task id included: a duplicate
+        if pooled_sha is not None and pooled_sha != content_sha:
+            pooled_sha = _pooled_sha(db, task_id)  # this task id's own, or None
+            if pooled_sha is not None and pooled_sha != content_sha:
+                raise DataError(_two_contents(db, item, None))
+        if pooled_sha is not None:
+            duplicates += 1
+            continue
+        admitted[task_id] = item
+        rows.append((seq, batch, *item))
+        seq += 1
+    counts = {
+        "rejected": len(cleaned) - len(kept),
+        "duplicates": duplicates,
+        "excluded": excluded_count,
+        "retained": len(rows),
+    }
+    return rows, counts
 
 
 def _excluded_among(db: sqlite3.Connection, excluding: bool, task_ids: Sequence[str]) -> set[str]:
@@ -87,16 +95,38 @@ def _excluded_among(db: sqlite3.Connection, excluding: bool, task_ids: Sequence[
     return {r[0] for r in lookup(db, "task_id FROM excluded", "task_id", task_ids)}
 
 
-def _pooled_inputs(
-    db: sqlite3.Connection, input_shas: Sequence[bytes]
-) -> dict[bytes, list[tuple[str, str]]]:
-    """The pooled candidates with one of these input digests: (task id, reference text) each."""
-    inputs: dict[bytes, list[tuple[str, str]]] = {}
-    for task_id, input_sha, reference in lookup(
-        db, "task_id, input_sha, reference FROM candidates", "input_sha", input_shas
-    ):
-        inputs.setdefault(input_sha, []).append((task_id, reference))
-    return inputs
+def input_conflict(db: sqlite3.Connection, batch: int) -> str | None:
+    """The message for the first candidate of `batch` (in pool order) whose public input an
+    earlier candidate has with another reference, naming both; None when there is none.
+
+    Run once per generated batch, before it is marked done, instead of an input index that
+    every chunk's insert would pay for: one pass finds the input keys that more than one
+    candidate has, one more reads those candidates (few: a task id is usually made from its
+    input), key by key in pool order."""
+    rows = db.execute(
+        "SELECT input_key, seq, batch, task_id, input, reference FROM candidates "
+        "WHERE input_key IN (SELECT input_key FROM candidates GROUP BY input_key "
+        "HAVING COUNT(*) > 1 AND MAX(batch) >= ?) ORDER BY input_key, seq",
+        (batch,),
+    )
+    first: tuple[int, str, str] | None = None  # (seq, earlier id, id) of the first conflict
+    group: int | None = None
+    seen: dict[str, list[tuple[str, str]]] = {}  # per input: (reference, first task id) each
+    for input_key, seq, in_batch, task_id, task_input, reference in rows:
+        if input_key != group:
+            group, seen = input_key, {}
+        references = seen.setdefault(task_input, [])
+        other = next((t for r, t in references if r != reference), None)
+        if other is not None and in_batch == batch and (first is None or seq < first[0]):
+            first = (seq, other, task_id)
+        if all(r != reference for r, _ in references):
+            references.append((reference, task_id))
+    if first is None:
+        return None
+    return (
+        "conflicting references: the same public input has two different references, in "
+        f"task {first[1]!r} and task {first[2]!r}"
+    )
 
 
 def lookup(
@@ -115,17 +145,38 @@ def lookup(
         yield from db.execute(f"SELECT {select} WHERE {column} IN ({marks})", part)
 
 
-def _two_contents(db: sqlite3.Connection, item: Cleaned, earlier: Cleaned | None) -> str:
+def pooled_ids(db: sqlite3.Connection, task_ids: Sequence[str]) -> set[str]:
+    """Which of `task_ids` are pooled candidates (looked up by key, compared by text)."""
+    wanted = set(task_ids)
+    keys = [task_key(t) for t in wanted]
+    return {r[0] for r in lookup(db, "task_id FROM candidates", "id_key", keys)} & wanted
+
+
+def pooled_row(db: sqlite3.Connection, task_id: str) -> tuple[str, str, str, str] | None:
+    """A pooled candidate's (task id, input, metadata, reference) texts, or None."""
+    row = db.execute(
+        "SELECT task_id, input, metadata, reference FROM candidates "
+        "WHERE id_key = ? AND task_id = ?",
+        (task_key(task_id), task_id),
+    ).fetchone()
+    return None if row is None else (row[0], row[1], row[2], row[3])
+
+
+def _pooled_sha(db: sqlite3.Connection, task_id: str) -> bytes | None:
+    """The content digest of a pooled task id, or None."""
+    row = db.execute(
+        "SELECT content_sha FROM candidates WHERE id_key = ? AND task_id = ?",
+        (task_key(task_id), task_id),
+    ).fetchone()
+    return None if row is None else bytes(row[0])
+
+
+def _two_contents(db: sqlite3.Connection, item: Row, earlier: Row | None) -> str:
     """The message for a task id already pooled (or admitted earlier) with other content."""
-    if earlier is None:
-        public, reference = db.execute(
-            "SELECT public, reference FROM candidates WHERE task_id = ?", (item.task_id,)
-        ).fetchone()
-        old_payload = payload_text(public, reference)
-    else:
-        old_payload = earlier.payload
-    new = DataSample.from_json(json.loads(item.payload))
-    old = DataSample.from_json(json.loads(old_payload))
+    old_fields = pooled_row(db, item[0]) if earlier is None else earlier[:4]
+    assert old_fields is not None  # the id was found in the pool
+    new = sample_of(*item[:4])
+    old = sample_of(*old_fields)
     if new.task.to_json() == old.task.to_json():
         return (
             f"conflicting references: task {new.task_id!r} was cleaned twice with different "

@@ -22,8 +22,23 @@ from pathlib import Path
 from typing import Any
 
 from corpus_assets.core.errors import DataError
-from corpus_assets.tasks.admission import admit, insert_candidates, lookup
-from corpus_assets.tasks.cleaned import Cleaned, canonical, payload_text, sample_of
+from corpus_assets.tasks.admission import (
+    COUNTS,
+    admit,
+    input_conflict,
+    insert_candidates,
+    lookup,
+    pooled_ids,
+    pooled_row,
+)
+from corpus_assets.tasks.cleaned import (
+    Cleaned,
+    Row,
+    canonical,
+    payload_text,
+    public_text,
+    sample_of,
+)
 from corpus_assets.tasks.files import PRIVATE_FILE
 from corpus_assets.tasks.pool_views import PAGE, BatchTaskIds, CandidatePool, ScoreTable
 from corpus_assets.tasks.ranking import RankedCandidate, RankingTable
@@ -39,7 +54,7 @@ __all__ = [  # with the names other modules import from here
     "canonical",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The pool's layout, in the database's user_version (a database of version 1 has 0 there)."""
 
 
@@ -61,15 +76,16 @@ CREATE TABLE IF NOT EXISTS batches (
 );
 CREATE TABLE IF NOT EXISTS candidates (
     seq INTEGER PRIMARY KEY,
-    task_id TEXT NOT NULL UNIQUE,
     batch INTEGER NOT NULL,
-    content_sha BLOB NOT NULL,
-    input_sha BLOB NOT NULL,
+    task_id TEXT NOT NULL,
+    input TEXT NOT NULL,
     metadata TEXT NOT NULL,
     reference TEXT NOT NULL,
-    public TEXT NOT NULL
+    content_sha BLOB NOT NULL,
+    id_key INTEGER NOT NULL,
+    input_key INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS candidates_input ON candidates (input_sha);
+CREATE INDEX IF NOT EXISTS candidates_id ON candidates (id_key, content_sha);
 CREATE INDEX IF NOT EXISTS candidates_batch ON candidates (batch, seq);
 CREATE TABLE IF NOT EXISTS excluded (task_id TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS scores (
@@ -101,7 +117,6 @@ CREATE TABLE IF NOT EXISTS projection (
 );
 """
 
-COUNTS = ("rejected", "duplicates", "excluded", "retained")
 WAL_CHECKPOINT_PAGES = 10_000
 
 
@@ -221,7 +236,7 @@ class Checkpoints:
         self,
         batch: int,
         consumed: int,
-        cleaned: Sequence[Cleaned | None],
+        cleaned: Sequence[Row | None],
         durable: bool = True,
     ) -> dict[str, int]:
         """Admit one chunk's cleaned samples in order and advance the batch, atomically.
@@ -232,12 +247,11 @@ class Checkpoints:
         fsync for them all); a kill before that, or a failed write, loses the whole group, as
         if the process had been killed after the last commit, and the job resumes from there.
         """
-        counts = dict.fromkeys(COUNTS, 0)
         first_seq = self._next_seq
         if not self.db.in_transaction:
             self.db.execute("BEGIN IMMEDIATE")
         try:
-            rows = admit(self.db, self._excluding, batch, first_seq, cleaned, counts)
+            rows, counts = admit(self.db, self._excluding, batch, first_seq, cleaned)
         except BaseException:  # admission only reads: the group so far stays whole
             if durable:
                 self.flush()
@@ -283,7 +297,13 @@ class Checkpoints:
         )
 
     def finish_batch(self, batch: int, consumed: int, truncated: bool) -> None:
-        """Mark a batch generated and cleaned to its end (`truncated`: cut by max_candidates)."""
+        """Mark a batch generated and cleaned to its end (`truncated`: cut by max_candidates).
+        Raises DataError when one of its candidates has the public input of an earlier one with
+        another reference (the batch stays unfinished)."""
+        self.flush()
+        conflict = input_conflict(self.db, batch)
+        if conflict is not None:
+            raise DataError(conflict)
         with self.transaction():
             self._advance(batch, consumed, dict.fromkeys(COUNTS, 0))
             self.db.execute(
@@ -304,16 +324,14 @@ class Checkpoints:
 
     def first_unknown(self, task_ids: Sequence[str]) -> str | None:
         """The first of `task_ids` that is not a pooled candidate (looked up, not loaded)."""
-        known = {r[0] for r in lookup(self.db, "task_id FROM candidates", "task_id", task_ids)}
+        known = pooled_ids(self.db, task_ids)
         return next((t for t in task_ids if t not in known), None)
 
     def samples_by_id(self, task_ids: Sequence[str]) -> list[DataSample]:
         """The pooled samples for `task_ids`, in that order (KeyError names a missing id)."""
         out = []
         for task_id in task_ids:
-            row = self.db.execute(
-                "SELECT public, reference FROM candidates WHERE task_id = ?", (task_id,)
-            ).fetchone()
+            row = pooled_row(self.db, task_id)
             if row is None:
                 raise KeyError(task_id)
             out.append(sample_of(*row))
@@ -323,11 +341,12 @@ class Checkpoints:
         """One batch's retained candidates in pool order, a page at a time: (whole sample,
         public task) JSON."""
         cursor = self.db.execute(
-            "SELECT public, reference FROM candidates WHERE batch = ? ORDER BY seq",
+            "SELECT task_id, input, metadata, reference FROM candidates WHERE batch = ? "
+            "ORDER BY seq",
             (batch,),
         )
         while rows := cursor.fetchmany(PAGE):
-            yield [(payload_text(public, ref), public) for public, ref in rows]
+            yield [(payload_text(*row), public_text(*row[:3])) for row in rows]
 
     def seq_pages(
         self, batch: int, size: int, without: str | None = None, skip: int = 0
@@ -370,15 +389,18 @@ class Checkpoints:
         """`payload` (whole sample) or `public` (public task) JSON of the candidates at `seqs`."""
         if column not in ("payload", "public"):
             raise ValueError(f"no candidate column {column!r}")
-        if column == "public":
-            found = dict(lookup(self.db, "seq, public FROM candidates", "seq", seqs))
-        else:
-            found = {
-                seq: payload_text(public, reference)
-                for seq, public, reference in lookup(
-                    self.db, "seq, public, reference FROM candidates", "seq", seqs
-                )
-            }
+        text = public_text if column == "public" else payload_text
+        found = {
+            seq: text(*fields)
+            for seq, *fields in lookup(
+                self.db,
+                "seq, task_id, input, metadata"
+                + (", reference" if column == "payload" else "")
+                + " FROM candidates",
+                "seq",
+                seqs,
+            )
+        }
         return [found[s] for s in seqs]
 
     def batch_task_ids(self, batch: int) -> BatchTaskIds:

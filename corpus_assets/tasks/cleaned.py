@@ -1,9 +1,9 @@
-"""A cleaned candidate as the pool stores it: its canonical JSON texts and their digests.
+"""A cleaned candidate as the pool stores it: its canonical JSON texts, a digest and two keys.
 
-Workers encode and hash each cleaned sample (`Cleaned.of`), so the coordinator only looks up
-and inserts; `canonical` is the one JSON text of a value, the text of `jsonl_line` without its
-newline. The pool keeps a candidate's public task and its reference as two texts; the whole
-sample's text (`payload`) is the public task's with the reference put in its sorted place.
+Workers encode, hash and key each cleaned sample (`Cleaned.of`), so the coordinator only looks
+up and inserts; `canonical` is the one JSON text of a value, the text of `jsonl_line` without
+its newline. The pool keeps a candidate's input, metadata and reference as three texts; the
+public task's text and the whole sample's (`payload`) are those joined in sorted key order.
 """
 
 from __future__ import annotations
@@ -45,65 +45,96 @@ def _encoder() -> Callable[[JSON], str]:
     return lambda obj: "".join(encode(obj, 0))
 
 
-def _tail(task_id: Any) -> str:
-    """The end of a public task's text: its `task_id` key and value, then the closing brace."""
-    return f'"task_id":{canonical(task_id)}}}'
+def key64(digest: bytes) -> int:
+    """A 64-bit lookup key from a sha256 digest (its first 8 bytes, as SQLite's signed integer).
+    Keys only find candidates; the texts they point to are compared before anything is decided,
+    so two values sharing a key are still told apart."""
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
-def payload_text(public: str, reference: str) -> str:
-    """The whole sample's canonical text from its public task's and its reference's: the keys
-    sort as input, metadata, reference, task_id, so the reference goes before the last key (a
-    key inside the input or the metadata comes earlier, and the task id's own text holds no
-    unescaped quote)."""
-    cut = public.rindex(',"task_id":') + 1
-    return f'{public[:cut]}"reference":{reference},{public[cut:]}'
+def task_key(task_id: Any) -> int:
+    """The pool's lookup key of a task id: `key64` of the sha256 of its canonical text."""
+    return key64(_sha256(canonical(task_id).encode("utf-8")).digest())
 
 
-def sample_of(public: str, reference: str) -> DataSample:
-    """The sample back from its two texts (what `DataSample.from_json` gives for its payload)."""
-    task = json.loads(public)
-    metadata = task["metadata"]
-    return DataSample(
-        PublicTask(str(task["task_id"]), task["input"], metadata), json.loads(reference)
+def public_text(task_id: Any, task_input: str, metadata: str) -> str:
+    """The public task's canonical text from its task id and its input's and metadata's texts:
+    the keys sort as input, metadata, task_id."""
+    return f'{{"input":{task_input},"metadata":{metadata},"task_id":{canonical(task_id)}}}'
+
+
+def payload_text(task_id: Any, task_input: str, metadata: str, reference: str) -> str:
+    """The whole sample's canonical text from its fields' texts: the keys sort as input,
+    metadata, reference, task_id."""
+    return (
+        f'{{"input":{task_input},"metadata":{metadata},"reference":{reference},'
+        f'"task_id":{canonical(task_id)}}}'
     )
 
 
-class Cleaned(NamedTuple):
-    """A cleaned sample as the pool stores it, encoded and hashed where it was cleaned.
+def sample_of(task_id: str, task_input: str, metadata: str, reference: str) -> DataSample:
+    """The sample back from its stored texts (what `DataSample.from_json` gives for its
+    payload)."""
+    loads = json.loads
+    return DataSample(PublicTask(task_id, loads(task_input), loads(metadata)), loads(reference))
 
-    Workers build these, so the coordinator's commit does lookups and inserts only. A duplicate
-    task id is told from a clash by `content_sha`; two task ids with one input are found by
-    `input_sha` and compared by their reference texts.
+
+class Cleaned(NamedTuple):
+    """A cleaned sample as the pool stores it, encoded, hashed and keyed where it was cleaned.
+
+    Workers build these and hand them over as plain tuples in this field order (`row`), so the
+    coordinator's commit only looks up and inserts. A duplicate task id is told from a clash by
+    `content_sha`; two task ids with one input are found by `input_key` and compared by their
+    input and reference texts.
     """
 
     task_id: str
-    public: str  # canonical JSON of the public task (`batch-N-public.jsonl`)
-    reference: str  # canonical JSON of the reference
+    input: str  # canonical JSON of the public input
     metadata: str  # canonical JSON of the public metadata (what a selection may read alone)
+    reference: str  # canonical JSON of the reference
     content_sha: bytes  # sha256 of `payload`
-    input_sha: bytes  # sha256 of the canonical JSON of the input
+    id_key: int  # `task_key(task_id)`
+    input_key: int  # `key64` of the sha256 of `input`
+
+    @property
+    def public(self) -> str:
+        """Canonical JSON of the public task (`batch-N-public.jsonl`)."""
+        return public_text(self.task_id, self.input, self.metadata)
 
     @property
     def payload(self) -> str:
         """Canonical JSON of the whole sample, reference included (`batch-N-candidates.jsonl`)."""
-        return payload_text(self.public, self.reference)
+        return payload_text(self.task_id, self.input, self.metadata, self.reference)
 
     @classmethod
     def of(cls, sample: DataSample) -> Cleaned:
-        """Each field encoded once: the public task and the payload are the canonical texts of
-        their fields joined in sorted key order, which is `canonical` of the whole object."""
+        """Each field encoded once: the payload is the canonical texts of the fields joined in
+        sorted key order, which is `canonical` of the whole object."""
         task = sample.task
         encode = _encoder()
         task_input, reference = encode(task.input), encode(sample.reference)
         metadata = encode(dict(task.metadata))
-        head = f'{{"input":{task_input},"metadata":{metadata},'
-        tail = _tail(task.task_id)
-        payload = f'{head}"reference":{reference},{tail}'
+        task_id = canonical(task.task_id)
+        payload = (
+            f'{{"input":{task_input},"metadata":{metadata},"reference":{reference},'
+            f'"task_id":{task_id}}}'
+        )
         return cls(
             task.task_id,
-            head + tail,
-            reference,
+            task_input,
             metadata,
+            reference,
             _sha256(payload.encode("utf-8")).digest(),
-            _sha256(task_input.encode("utf-8")).digest(),
+            key64(_sha256(task_id.encode("utf-8")).digest()),
+            key64(_sha256(task_input.encode("utf-8")).digest()),
         )
+
+
+Row = tuple[str, str, str, str, bytes, int, int]
+"""A `Cleaned` as a plain tuple: what crosses from a worker to the coordinator (pickled or in a
+shard file) and what the pool inserts."""
+
+
+def row(cleaned: Cleaned | None) -> Row | None:
+    """The plain tuple of a cleaned sample (None for a rejected one)."""
+    return None if cleaned is None else tuple(cleaned)  # type: ignore[return-value]

@@ -3,8 +3,9 @@ checkpoints chunk by chunk in pool order.
 
 Without generation-shard hooks one producer runs `generate` and the pool cleans its chunks; with
 them the pool generates and cleans whole shards into shard files (`shards.py`) that are imported
-in shard order. Either way each chunk of `batch_size` samples commits with the batch's progress,
-so a resumed batch goes on after its last committed chunk. Chunks that are ready while the
+in shard order. Either way each chunk (`batch_size` samples, or a shard file's block of
+`shards.BLOCK_ROWS`) commits with the batch's progress, so a resumed batch goes on after its
+last committed chunk. Chunks that are ready while the
 workers run ahead commit as a group (at most GROUP_COMMIT_S apart, and before the coordinator
 waits for a worker, when it would be idle), so a fast recipe pays one fsync per group, not per
 chunk.
@@ -14,8 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +26,7 @@ from corpus_assets.tasks.config import ExecutionSpec
 from corpus_assets.tasks.job_control import JobCancelled
 from corpus_assets.tasks.shards import ShardFile, checked_plan
 from corpus_assets.tasks.types import GenerateContext, Recipe
+from corpus_assets.tasks.window import ordered
 from corpus_assets.tasks.workers import (
     Pool,
     ProduceOrder,
@@ -65,28 +66,30 @@ class BatchGeneration:
             limit=max(self.max_candidates - before, 0),
         )
         producer = Producer(order, self.execution.backend, self.cancel)
-        pending: deque[tuple[int, int, Future[Any]]] = deque()
-        end: tuple[Any, ...] | None = None
-        try:
+        ends: list[tuple[Any, ...]] = []  # the producer's ('end', count, truncated)
+
+        def chunks() -> Iterator[tuple[tuple[int, int], Future[Any]]]:
             for message in producer.messages():
                 if message[0] == "error":
                     raise message[1]
                 if message[0] == "end":
-                    end = message
-                    break
+                    ends.append(message)
+                    return
                 _, start, payloads = message
-                pending.append((start, len(payloads), pool.submit(clean_chunk, payloads)))
-                while len(pending) > 2 * self.execution.max_workers:
-                    self._commit_clean(batch, *pending.popleft())
-            while pending and not self.cancel.is_set():
-                self._commit_clean(batch, *pending.popleft())
-            if self.cancel.is_set() or end is None:
+                yield (start, len(payloads)), pool.submit(clean_chunk, payloads)
+
+        try:
+            with ordered(chunks(), 2 * self.execution.max_workers) as results:
+                for (start, count), future in results:
+                    if self.cancel.is_set():
+                        break
+                    self._commit_clean(batch, start, count, future)
+            if self.cancel.is_set() or not ends:
                 raise JobCancelled(f"cancelled during batch {batch}")
         finally:
-            for _, _, future in pending:
-                future.cancel()
             producer.close()
             self.ckpt.flush()  # what was admitted stays, whatever stopped the batch
+        end = ends[0]
         self.ckpt.finish_batch(batch, end[1], end[2])
         self.caught_up(batch)
 
@@ -109,27 +112,21 @@ class BatchGeneration:
             max(self.max_candidates - before, 0),
         )
         files = [ShardFile(self.work, batch, i, shard) for i, shard in enumerate(plan)]
-        pending: deque[tuple[ShardFile, Future[Any] | int]] = deque()
         position = 0  # samples of this batch in the shards before the next one to import
-        try:
+
+        def shards() -> Iterator[tuple[ShardFile, Future[Any] | int]]:
             for file in files:
-                rows = file.verified_rows()
-                pending.append(
-                    (
-                        file,
-                        rows
-                        if rows is not None
-                        else pool.submit(shard_chunk, ShardOrder(context, file)),
-                    )
-                )
-                while len(pending) > 2 * self.execution.max_workers:
-                    position = self._import_shard(batch, consumed, position, *pending.popleft())
-            while pending:
-                position = self._import_shard(batch, consumed, position, *pending.popleft())
+                rows = file.verified_rows()  # a shard file left by an earlier attempt is reused
+                if rows is None:
+                    yield file, pool.submit(shard_chunk, ShardOrder(context, file))
+                else:
+                    yield file, rows
+
+        try:
+            with ordered(shards(), 2 * self.execution.max_workers) as results:
+                for file, job in results:
+                    position = self._import_shard(batch, consumed, position, file, job)
         finally:
-            for _, job in pending:
-                if isinstance(job, Future):
-                    job.cancel()
             self.ckpt.flush()  # what was admitted stays, whatever stopped the batch
         self.ckpt.finish_batch(batch, max(position, consumed), truncated)
         self.caught_up(batch)
@@ -139,23 +136,17 @@ class BatchGeneration:
     def _import_shard(
         self, batch: int, consumed: int, position: int, file: ShardFile, job: Future[Any] | int
     ) -> int:
-        """Commit a shard's rows not yet committed, in `batch_size` chunks; the next position."""
+        """Commit a shard's rows not yet committed, a block of the file (its workers' rows,
+        ready to insert) at a time; the next position."""
         if isinstance(job, Future):
             self._waiting_for(job)
         rows: int = job if isinstance(job, int) else job.result()
         end = position + rows
         if end > consumed:
-            skip = max(consumed - position, 0)
-            chunk: list[Any] = []
-            done = position + skip
-            for row in file.read(skip):
-                chunk.append(row)
-                if len(chunk) == self.execution.batch_size:
-                    done += len(chunk)
-                    self._commit_rows(batch, done, chunk)
-                    chunk = []
-            if chunk:
-                self._commit_rows(batch, done + len(chunk), chunk)
+            done = max(consumed, position)
+            for block in file.read(done - position):
+                done += len(block)
+                self._commit_rows(batch, done, block)
         return end
 
     def _commit_rows(self, batch: int, consumed: int, rows: list[Any]) -> None:

@@ -38,17 +38,18 @@ class CandidatePool(Sequence[DataSample]):
         if not 0 <= index < self._len:
             raise IndexError("candidate index out of range")
         row = self._db.execute(
-            "SELECT public, reference FROM candidates WHERE seq = ?", (index,)
+            "SELECT task_id, input, metadata, reference FROM candidates WHERE seq = ?", (index,)
         ).fetchone()
         return sample_of(*row)
 
     def __iter__(self) -> Iterator[DataSample]:
         cursor = self._db.execute(
-            "SELECT public, reference FROM candidates WHERE seq < ? ORDER BY seq", (self._len,)
+            "SELECT task_id, input, metadata, reference FROM candidates WHERE seq < ? ORDER BY seq",
+            (self._len,),
         )
         while rows := cursor.fetchmany(PAGE):
-            for public, reference in rows:
-                yield sample_of(public, reference)
+            for row in rows:
+                yield sample_of(*row)
 
     def task_metadata(self) -> Iterator[tuple[str, dict[str, JSON]]]:
         """(task id, public metadata) of each candidate in pool order, the same as

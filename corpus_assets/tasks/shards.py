@@ -2,9 +2,10 @@
 
 A recipe with `generation_shards` and `generate_shard` hooks has its batch planned as contiguous
 ranges of its `generate` stream. A worker generates and cleans one range and writes it to
-`work/generation-B-S.tsv` (one line per generated sample: the cleaned candidate's fields joined
-by tabs, or `null` when `clean` rejected it), then a JSON sidecar `generation-B-S.json` with
-the range, the row count and the file's sha256, both owner-only and crash-safe. The coordinator
+`work/generation-B-S.rows` (one row per generated sample: the cleaned candidate's `Row`, ready
+to insert, or None when `clean` rejected it; in blocks of BLOCK_ROWS rows, each one `marshal`
+value after its length), then a JSON sidecar `generation-B-S.json` with the range, the row
+count and the file's sha256, both owner-only and crash-safe. The coordinator
 imports the rows in shard order, so deduplication and the pool are what serial generation gives.
 A shard file whose sidecar matches is reused on resume, even when its rows were never committed.
 """
@@ -12,62 +13,54 @@ A shard file whose sidecar matches is reused on resume, even when its rows were 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import marshal
+import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from corpus_assets.core.errors import CorpusError
-from corpus_assets.tasks.cleaned import Cleaned, canonical
+from corpus_assets.tasks.cleaned import Cleaned, Row, row
 from corpus_assets.tasks.files import private_writer, write_private_json
 from corpus_assets.tasks.types import GenerationShard
 
 HOOKS = ("generation_shards", "generate_shard")
-REJECTED = b"null\n"
-WRITE_LINES = 256  # lines written and hashed as one block
-READ_BYTES = 1 << 18  # about this much of a shard file is read and parsed at a time
+BLOCK_ROWS = 1024  # rows per block of a shard file: written, hashed and read back as one
+_LENGTH = struct.Struct("<I")  # a block's byte length, before the block
 
 
-def row_line(row: Cleaned | None) -> bytes:
-    """A shard file's line: `null`, or the task id as JSON text, the public task's, the
-    reference's and the metadata's texts and the two digests in hex, joined by tabs.
-
-    The texts are canonical JSON, which escapes every control character, and the digests are
-    hex: no field holds a tab or a newline.
-    """
-    if row is None:
-        return REJECTED
-    task_id, public, reference, metadata, content_sha, input_sha = row
-    return (
-        f"{canonical(task_id)}\t{public}\t{reference}\t{metadata}\t{content_sha.hex()}\t"
-        f"{input_sha.hex()}\n"
-    ).encode()
+def block_bytes(rows: list[Row | None]) -> bytes:
+    """One block of a shard file: its length, then the rows as one `marshal` value (a list of
+    plain tuples of str, bytes and int, or None for a rejected sample), which the coordinator
+    reads back with one C call per block instead of parsing each row."""
+    data = marshal.dumps(rows)
+    return _LENGTH.pack(len(data)) + data
 
 
-def parse_row(line: bytes) -> Cleaned | None:
-    """The row `row_line` wrote."""
-    if line == REJECTED:
-        return None
-    text_id, public, reference, metadata, content_sha, input_sha = line.decode().split("\t")
-    plain = text_id[:1] == '"' and "\\" not in text_id  # a string without escapes: no decoding
-    return Cleaned(
-        text_id[1:-1] if plain else json.loads(text_id),
-        public,
-        reference,
-        metadata,
-        bytes.fromhex(content_sha),
-        bytes.fromhex(input_sha[:-1]),
-    )
+def read_blocks(fh: IO[bytes]) -> Iterator[list[Row | None]]:
+    """The blocks of a shard file, one read each; ValueError when the file does not end where
+    a block does (cut short, or not a shard file)."""
+    while head := fh.read(_LENGTH.size):
+        (size,) = _LENGTH.unpack(head) if len(head) == _LENGTH.size else (-1,)
+        data = fh.read(size) if size >= 0 else b""
+        if size < 0 or len(data) != size:
+            raise ValueError("a shard file block cut short")
+        rows = marshal.loads(data)
+        if not isinstance(rows, list):
+            raise ValueError("a shard file block that is not a list of rows")
+        yield rows
 
 
-def _write_lines(fh: IO[bytes], sha: Any, lines: list[bytes]) -> int:
-    """Write and hash the lines as one block, empty the list; how many there were."""
-    block = b"".join(lines)
-    fh.write(block)
-    sha.update(block)
-    count = len(lines)
-    lines.clear()
+def _write_block(fh: IO[bytes], sha: Any, block: list[Row | None]) -> int:
+    """Write and hash the rows as one block, empty the list; how many there were."""
+    data = block_bytes(block)
+    fh.write(data)
+    sha.update(data)
+    count = len(block)
+    block.clear()
     return count
 
 
@@ -101,7 +94,7 @@ class ShardFile:
 
     @property
     def rows_path(self) -> Path:
-        return self.folder / f"generation-{self.batch}-{self.index}.tsv"
+        return self.folder / f"generation-{self.batch}-{self.index}.rows"
 
     @property
     def sidecar_path(self) -> Path:
@@ -124,12 +117,13 @@ class ShardFile:
         sha, count = hashlib.sha256(), 0
         try:
             with private_writer(self.rows_path) as fh:
-                lines: list[bytes] = []
-                for row in _passing_errors(rows):
-                    lines.append(row_line(row))
-                    if len(lines) == WRITE_LINES:
-                        count += _write_lines(fh, sha, lines)
-                count += _write_lines(fh, sha, lines)
+                block: list[Row | None] = []
+                for cleaned in _passing_errors(rows):
+                    block.append(row(cleaned))
+                    if len(block) == BLOCK_ROWS:
+                        count += _write_block(fh, sha, block)
+                if block:
+                    count += _write_block(fh, sha, block)
         except _RowsFailed as failed:
             raise failed.error from None
         write_private_json(
@@ -151,18 +145,22 @@ class ShardFile:
         rows = sidecar.get("rows")
         if sidecar.get("sha256") != hashlib.sha256(data).hexdigest():
             return None
-        if not isinstance(rows, int) or data.count(b"\n") != rows:
+        try:
+            count = sum(len(block) for block in read_blocks(io.BytesIO(data)))
+        except (ValueError, EOFError, TypeError):
+            return None
+        if not isinstance(rows, int) or count != rows:
             return None
         return rows
 
-    def read(self, skip: int = 0) -> Iterator[Cleaned | None]:
-        """The rows after the first `skip`, read about READ_BYTES at a time."""
+    def read(self, skip: int = 0) -> Iterator[list[Row | None]]:
+        """The rows after the first `skip`, a block at a time."""
         with self.rows_path.open("rb") as fh:
-            while lines := fh.readlines(READ_BYTES):
-                if skip >= len(lines):
-                    skip -= len(lines)
+            for block in read_blocks(fh):
+                if skip >= len(block):
+                    skip -= len(block)
                     continue
-                yield from map(parse_row, lines[skip:])
+                yield block[skip:] if skip else block
                 skip = 0
 
     def remove(self) -> None:

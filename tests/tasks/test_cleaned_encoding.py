@@ -1,19 +1,21 @@
 """`Cleaned.of` builds the pool's texts from their fields: they must be exactly `canonical` of
-the whole sample, of its public task and of its reference, whatever the fields hold, and the
-whole sample's text and the sample itself come back from the two stored texts; a shard file
-line reads back as the row it was written from."""
+the whole sample, of its public task, input, metadata and reference, whatever the fields hold,
+its keys are those of the task id's and the input's texts, and the whole sample's text and the
+sample itself come back from the stored texts; a shard file reads back as the rows it was
+written from, and one cut short is not taken for a shard file."""
 
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import pytest
 
 from corpus_assets.tasks.checkpoints import Cleaned, canonical
-from corpus_assets.tasks.cleaned import payload_text, sample_of
+from corpus_assets.tasks.cleaned import key64, payload_text, row, sample_of, task_key
 from corpus_assets.tasks.files import jsonl_line
-from corpus_assets.tasks.shards import parse_row, row_line
-from corpus_assets.tasks.types import JSON, DataSample, PublicTask
+from corpus_assets.tasks.shards import BLOCK_ROWS, ShardFile
+from corpus_assets.tasks.types import JSON, DataSample, GenerationShard, PublicTask
 
 SAMPLES = [
     ({"problem": "2 + 2?"}, {"family": "sums"}, {"answer": "4"}),
@@ -39,10 +41,14 @@ def test_cleaned_texts_are_the_canonical_forms(
     assert cleaned.reference == canonical(reference)
     assert cleaned.metadata == canonical(metadata)
     assert (cleaned.payload + "\n").encode("utf-8") == jsonl_line(sample.to_json())
+    assert cleaned.input == canonical(task_input)
     assert cleaned.content_sha == sha(cleaned.payload)
-    assert cleaned.input_sha == sha(canonical(task_input))
-    assert payload_text(cleaned.public, cleaned.reference) == cleaned.payload
-    assert sample_of(cleaned.public, cleaned.reference) == DataSample.from_json(sample.to_json())
+    assert cleaned.id_key == task_key("t-1") == key64(sha(canonical("t-1")))
+    assert cleaned.input_key == key64(sha(canonical(task_input)))
+    assert -(2**63) <= cleaned.id_key < 2**63  # an SQLite integer
+    fields = (cleaned.task_id, cleaned.input, cleaned.metadata, cleaned.reference)
+    assert payload_text(*fields) == cleaned.payload
+    assert sample_of(*fields) == DataSample.from_json(sample.to_json())
 
 
 def test_a_value_that_is_not_json_fails_as_before() -> None:
@@ -58,12 +64,27 @@ def test_a_lone_surrogate_fails_as_before() -> None:
         Cleaned.of(DataSample(PublicTask("t-1", {"x": "\ud800"}, {}), None))
 
 
-@pytest.mark.parametrize("task_id", ["t\t1\n", 'a "quoted" id', "é", 7])
-def test_shard_rows_read_back_as_written(task_id: object) -> None:
-    sample = DataSample(PublicTask(task_id, {"p": "tab\there"}, {"m": "\n"}), {"a": "1"})  # type: ignore[arg-type]
-    row = Cleaned.of(sample)
-    line = row_line(row)
-    assert line.count(b"\n") == 1 and line.endswith(b"\n")
-    assert parse_row(line) == row
-    assert payload_text(row.public, row.reference) == canonical(sample.to_json())
-    assert parse_row(row_line(None)) is None
+@pytest.mark.parametrize("task_id", ["t\t1\n", 'a "quoted" id', "é", "😀"])
+def test_shard_rows_read_back_as_written(tmp_path: Path, task_id: str) -> None:
+    samples = [DataSample(PublicTask(task_id, {"p": "tab\there"}, {"m": "\n"}), {"a": "1"})]
+    samples += [DataSample(PublicTask(f"s-{i}", i, {}), i) for i in range(BLOCK_ROWS + 2)]
+    rows = [Cleaned.of(s) for s in samples]
+    written: list[Cleaned | None] = [rows[0], None, *rows[1:]]  # None: a rejected sample
+    shard = ShardFile(tmp_path, 0, 0, GenerationShard(0, len(written)))
+    assert shard.write(written) == len(written)
+    assert shard.verified_rows() == len(written)
+    blocks = list(shard.read())
+    assert [len(b) for b in blocks] == [BLOCK_ROWS, 4]
+    assert [r for b in blocks for r in b] == [row(r) for r in written]
+    assert [r for b in shard.read(BLOCK_ROWS + 1) for r in b] == [
+        row(r) for r in written[BLOCK_ROWS + 1 :]
+    ]
+    assert payload_text(*written[0][:4]) == canonical(samples[0].to_json())  # type: ignore[index]
+
+
+def test_a_shard_file_cut_short_is_not_reused(tmp_path: Path) -> None:
+    shard = ShardFile(tmp_path, 0, 0, GenerationShard(0, 2))
+    shard.write([Cleaned.of(DataSample(PublicTask("a", 1, {}), 1)), None])
+    data = shard.rows_path.read_bytes()
+    shard.rows_path.write_bytes(data[:-1])
+    assert shard.verified_rows() is None  # the sidecar's digest no longer matches
