@@ -5,6 +5,9 @@ loop, and peak RSS by pool size.
                                           [--work DIR] [--quick] [--part both|plain|calibrated]
     .venv/bin/python bench/bench_tasks.py --part live [--live-latency 0.2] [--live-requests 25]
                                           [--live-rounds 3] [--overhead-requests 1000]
+    .venv/bin/python bench/bench_tasks.py --part scale [--workers 1,2,4,8,16]
+                                          [--scale-candidates 100000] [--burn-candidates 10000]
+                                          [--burn-us 400]
 
 Writes one arithmetic job config per run into a temp folder (`candidate_count` =
 `maximum_per_recipe` = `max_candidates` = N: one batch of N candidates, `target_count: 64`,
@@ -39,9 +42,19 @@ time (the interpreter lock): its "x bare" cannot pass its "bare/cpu".
 The executor's two halves alone, in this process on the `--large` candidates, after the jobs
 (the summary's "parts"): "worker" generates, cleans, encodes and writes the batch's shard files
 in one thread (`shard_chunk`, the configs' `shard_size`), nothing else running; "coordinator"
-reads those files back and admits every row into a new checkpoint database in `batch_size`
-chunks, committing as the executor does (`commit_chunk`, a durable commit at least every
-`GROUP_COMMIT_S`). Each is the best of two, in seconds, beside the bare loop's seconds.
+reads those files back and admits every row into a new checkpoint database a file block at a
+time, committing as the executor does (`commit_chunk`, a durable commit at least every
+`GROUP_COMMIT_S`), then finishes the batch (`finish_batch`: its check of inputs against
+references, and the last commit). Each is the best of two, in seconds, beside the bare loop's
+seconds.
+
+Scale mode (`--part scale` only, the summary's "scale" key): for each of `--workers` (worker
+counts, by commas), a `backend: process` job of one batch, for two recipes: the arithmetic one
+(`--scale-candidates`) and `bench/burn_recipe.py` (`--burn-candidates`), the same tasks with a
+`clean` that first burns `--burn-us` microseconds of CPU, a recipe whose per-candidate work is
+expensive. Per recipe the bare loop runs before and after the jobs (the mean of the two); per
+worker count "x bare" and "cpu/wall" as above, and whether every count published one
+`dataset_id`. It prints a Markdown table.
 
 Each run's generated / retained / duplicates come from `DIR/dataset/report.json`.
 
@@ -97,14 +110,26 @@ CONFIGS = (("thread", 1), ("process", 1), ("process", 2))
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
-def write_job(path: Path, candidates: int, backend: str, workers: int) -> Path:
-    """A job config of one batch of `candidates` arithmetic candidates (JSON is valid YAML)."""
+ARITHMETIC = "corpus_assets.recipes.arithmetic:create_recipe"
+
+
+def write_job(
+    path: Path,
+    candidates: int,
+    backend: str,
+    workers: int,
+    recipe: str = ARITHMETIC,
+    params: dict[str, Any] | None = None,
+) -> Path:
+    """A job config of one batch of `candidates` arithmetic candidates (JSON is valid YAML);
+    `recipe` and `params` name another factory of the same params and its extra ones."""
     config = {
-        "recipe": "corpus_assets.recipes.arithmetic:create_recipe",
+        "recipe": recipe,
         "target_count": 64,
         "purpose": "harness",
         "seed": 0,
-        "params": {"candidate_count": candidates, "maximum_per_recipe": candidates},
+        "params": {"candidate_count": candidates, "maximum_per_recipe": candidates}
+        | (params or {}),
         "max_batches": 1,
         "max_candidates": candidates,
         "execution": {"backend": backend, "max_workers": workers, "batch_size": 256},
@@ -113,13 +138,17 @@ def write_job(path: Path, candidates: int, backend: str, workers: int) -> Path:
     return path
 
 
-def bare_loop(candidates: int) -> dict[str, Any]:
+def bare_loop(
+    candidates: int, recipe_ref: str = ARITHMETIC, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The recipe without the executor: seconds and counts of one loop over `candidates`."""
-    from corpus_assets.recipes.arithmetic import create_recipe
+    from corpus_assets.tasks.factory import load_factory
     from corpus_assets.tasks.files import jsonl_line
     from corpus_assets.tasks.types import GenerateContext
 
-    recipe = create_recipe(candidate_count=candidates, maximum_per_recipe=candidates)
+    recipe = load_factory(recipe_ref)(
+        candidate_count=candidates, maximum_per_recipe=candidates, **(params or {})
+    )
     context = GenerateContext(seed=0, batch_index=0, target_count=64, purpose="harness")
     seen: dict[str, str] = {}
     generated = rejected = 0
@@ -172,13 +201,11 @@ def executor_parts(candidates: int, work: Path) -> dict[str, Any]:
         ckpt = Checkpoints(path)
         consumed = 0
         for file in files:
-            rows = list(file.read())
-            for first in range(0, len(rows), execution.batch_size):
-                chunk = rows[first : first + execution.batch_size]
-                consumed += len(chunk)
+            for block in file.read():  # as `BatchGeneration._import_shard` commits a shard
+                consumed += len(block)
                 due = time.monotonic() - ckpt.flushed_at >= GROUP_COMMIT_S
-                ckpt.commit_chunk(0, consumed, chunk, durable=due)
-        ckpt.flush()
+                ckpt.commit_chunk(0, consumed, block, durable=due)
+        ckpt.finish_batch(0, consumed, False)  # the batch's check of inputs, and its end
         retained = int(ckpt.db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0])
         ckpt.close()
         return time.perf_counter() - start, retained
@@ -282,10 +309,19 @@ def tasks_cmd(config: Path, output: Path) -> list[str]:
     ]
 
 
-def run_job(work: Path, candidates: int, backend: str, workers: int, poll: float) -> dict[str, Any]:
+def run_job(
+    work: Path,
+    candidates: int,
+    backend: str,
+    workers: int,
+    poll: float,
+    recipe: str = ARITHMETIC,
+    params: dict[str, Any] | None = None,
+    name: str | None = None,
+) -> dict[str, Any]:
     """Run one job as a subprocess; its wall time, memory, counts and dataset id."""
-    name = f"{backend}{workers}-{candidates}"
-    config = write_job(work / f"{name}.yaml", candidates, backend, workers)
+    name = name or f"{backend}{workers}-{candidates}"
+    config = write_job(work / f"{name}.yaml", candidates, backend, workers, recipe, params)
     output = work / name
     m = measure(tasks_cmd(config, output), work, name, poll)
     result = json.loads(m["stdout"].strip().splitlines()[-1])
@@ -614,6 +650,69 @@ def print_calibrated(summary: dict[str, Any]) -> None:
     )
 
 
+# -- scaling with worker processes (`--part scale`) ------------------------------------------
+
+BURN = "burn_recipe:create"  # bench/burn_recipe.py: arithmetic, `clean` burning burn_us of CPU
+
+
+def run_scale(work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Per recipe (arithmetic, and the burning one), the bare loop before and after `process`
+    jobs of one batch at each of `--workers`; x bare and cpu/wall per worker count."""
+    counts = [int(w) for w in args.workers.split(",")]
+    recipes = (
+        ("arithmetic", ARITHMETIC, {}, args.scale_candidates),
+        ("burn", BURN, {"burn_us": args.burn_us}, args.burn_candidates),
+    )
+    environ = os.environ.copy()  # the jobs and their workers import burn_recipe from bench/
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), str(Path(__file__).parent)])
+    load = os.getloadavg()[0]
+    out: dict[str, Any] = {"workers": counts, "recipes": {}}
+    try:
+        for name, ref, params, candidates in recipes:
+            bare = [bare_loop(candidates, ref, params)]
+            runs = []
+            for workers in counts:
+                run = run_job(
+                    work, candidates, "process", workers, args.poll, ref, params,
+                    name=f"scale-{name}-{workers}",
+                )  # fmt: skip
+                runs.append(run)
+                print(f"scale {name} process/{workers}: {run['wall_s']:.2f}s", file=sys.stderr)
+            bare.append(bare_loop(candidates, ref, params))
+            rate = sum(b["generated"] / b["wall_s"] for b in bare) / len(bare)
+            out["recipes"][name] = {
+                "candidates": candidates,
+                "params": params,
+                "bare": {"candidates_per_s": round(rate, 1), "runs": bare},
+                "over_bare": [round(r["generated"] / r["wall_s"] / rate, 3) for r in runs],
+                "cpu_over_wall": [round(r["cpu_s"] / r["wall_s"], 3) for r in runs],
+                "dataset_ids": sorted({r["dataset_id"] for r in runs}),
+                "runs": runs,
+            }
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+    out["same_dataset_id"] = all(len(r["dataset_ids"]) == 1 for r in out["recipes"].values())
+    out["load_average"] = [round(load, 2), round(os.getloadavg()[0], 2)]
+    return out
+
+
+def print_scale(summary: dict[str, Any]) -> None:
+    """The table of x bare and cpu/wall per worker count, one pair of rows per recipe."""
+    counts = summary["workers"]
+    print(f"\nscale (backend process, one batch; load {summary['load_average']}):")
+    print("| workers | " + " | ".join(str(w) for w in counts) + " |")
+    print("|---" * (len(counts) + 1) + "|")
+    for name, r in summary["recipes"].items():
+        what = (
+            f"{name}, {r['candidates']:,} candidates, bare {r['bare']['candidates_per_s']:,.0f}/s"
+        )
+        for key, label in (("over_bare", "x bare"), ("cpu_over_wall", "cpu/wall")):
+            cells = " | ".join(f"{v:.2f}" for v in r[key])
+            print(f"| {label}, {what} | {cells} |")
+    print(f"same dataset_id at every worker count, per recipe: {summary['same_dataset_id']}")
+
+
 # -- live calibration against the test model server (`--part live`) -------------------------
 
 LIVE_CONCURRENCY = (1, 8, 32)
@@ -820,10 +919,15 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="a smoke run: 256 / 1,000 / 3,000")
     p.add_argument(
         "--part",
-        choices=("both", "plain", "calibrated", "live"),
+        choices=("both", "plain", "calibrated", "live", "scale"),
         default="both",
-        help="the uncalibrated jobs, the calibrated ones, or both (default); or live calibration",
+        help="the uncalibrated jobs, the calibrated ones, or both (default); or live "
+        "calibration; or scaling with worker processes",
     )
+    p.add_argument("--workers", default="1,2,4,8,16", help="scale: worker counts, by commas")
+    p.add_argument("--scale-candidates", type=int, default=100_000, help="scale: arithmetic")
+    p.add_argument("--burn-candidates", type=int, default=10_000, help="scale: burning recipe")
+    p.add_argument("--burn-us", type=int, default=400, help="scale: CPU us burnt per clean")
     p.add_argument("--live-requests", type=int, default=25, help="live requests per slot")
     p.add_argument("--live-latency", type=float, default=0.2, help="seconds per test answer")
     p.add_argument("--live-rounds", type=int, default=3, help="overhead rounds (best of)")
@@ -831,6 +935,7 @@ def main() -> None:
     args = p.parse_args()
     if args.quick:
         args.base, args.small, args.large = 256, 1_000, 3_000
+        args.scale_candidates, args.burn_candidates, args.burn_us = 3_000, 300, 200
     sizes = {"base": args.base, "small": args.small, "large": args.large}
     if len(set(sizes.values())) != 3:
         sys.exit(f"--base, --small and --large must differ, got {sizes}")
@@ -865,6 +970,9 @@ def main() -> None:
         if args.part == "live":
             summary["live"] = run_live(work, args)
             print_live(summary["live"])
+        if args.part == "scale":
+            summary["scale"] = run_scale(work, args)
+            print_scale(summary["scale"])
     print(json.dumps(summary, sort_keys=True))
 
 

@@ -112,3 +112,27 @@ def check_calibrated(calibrated: dict[str, Any], uncalibrated_ids: set[str]) -> 
     assert all(len(found) == 1 for found in ids.values()), ids
     assert calibrated["same_dataset_id"] is True
     assert not set.union(*ids.values()) & uncalibrated_ids  # calibrated, other datasets
+
+
+def test_scale_part_summary(tmp_path: Path) -> None:
+    """`--part scale`: per recipe, x bare and cpu/wall for every worker count asked, the bare
+    loop keeping what the jobs keep, and one dataset per recipe whatever the worker count."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, str(BENCH), "--part", "scale", "--quick", "--workers", "1,3"]
+    cmd += ["--work", str(tmp_path / "jobs")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    scale = json.loads(proc.stdout.strip().splitlines()[-1])["scale"]
+    assert scale["workers"] == [1, 3]
+    assert set(scale["recipes"]) == {"arithmetic", "burn"}
+    assert scale["recipes"]["burn"]["params"] == {"burn_us": 200}
+    for recipe in scale["recipes"].values():
+        assert len(recipe["over_bare"]) == len(recipe["cpu_over_wall"]) == 2
+        assert all(v > 0 for v in recipe["over_bare"] + recipe["cpu_over_wall"])
+        assert [r["workers"] for r in recipe["runs"]] == [1, 3]
+        assert {r["backend"] for r in recipe["runs"]} == {"process"}
+        kept = {r["retained"] for r in recipe["runs"]}
+        assert kept == {b["retained"] for b in recipe["bare"]["runs"]}
+        assert len(recipe["dataset_ids"]) == 1
+    assert scale["same_dataset_id"] is True
+    assert "| workers | 1 | 3 |" in proc.stdout
