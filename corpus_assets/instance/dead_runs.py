@@ -19,12 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
-from dagster._core.events import JobFailureData, RunFailureReason
-from dagster._core.storage.runs import InMemoryRunStorage, SqliteRunStorage
 
 from corpus_assets.core.errors import TransientError
 from corpus_assets.core.store.locks import file_lock
 from corpus_assets.instance import processes
+from corpus_assets.instance.dagster_internals import (
+    InMemoryRunStorage,
+    JobFailureData,
+    RunFailureReason,
+    SqliteRunStorage,
+)
 
 HOST_TAG, PID_TAG, PID_START_TAG = "corpus/host", "corpus/pid", "corpus/pid_start"
 PARTITION_TAG = "dagster/partition"

@@ -46,10 +46,8 @@ def forget_partition(instance: dg.DagsterInstance, asset_key: dg.AssetKey, parti
 
 def forget_unrun_checks(instance: dg.DagsterInstance, run_id: str) -> int:
     """Delete the check rows of finished run `run_id` that never got a result; how many went."""
-    from dagster._core.storage.asset_check_execution_record import (
-        AssetCheckExecutionRecordStatus,
-    )
-    from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable as checks
+    from corpus_assets.instance.dagster_internals import AssetCheckExecutionRecordStatus
+    from corpus_assets.instance.dagster_internals import AssetCheckExecutionsTable as checks
 
     planned = AssetCheckExecutionRecordStatus.PLANNED.value
     run = instance.get_run_by_id(run_id)
@@ -66,15 +64,16 @@ def forget_unrun_checks(instance: dg.DagsterInstance, run_id: str) -> int:
 
 
 def _sql_storage(instance: dg.DagsterInstance) -> Any:
-    from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
+    from corpus_assets.instance.dagster_internals import SqlEventLogStorage
 
     storage = instance.event_log_storage
     return storage if isinstance(storage, SqlEventLogStorage) else None
 
 
 def _delete_from_index(storage: Any, asset_key: dg.AssetKey, partition: str) -> int:
-    from dagster._core.events import DagsterEventType
-    from dagster._core.storage.event_log.schema import (
+    from dagster import DagsterEventType
+
+    from corpus_assets.instance.dagster_internals import (
         AssetCheckExecutionsTable,
         AssetEventTagsTable,
         AssetKeyTable,
@@ -114,9 +113,13 @@ def _delete_from_index(storage: Any, asset_key: dg.AssetKey, partition: str) -> 
 
 def _latest_values(conn: Any, events: Any, key: str) -> dict[str, Any]:
     """The asset row's `last_materialization` as it would be had the deleted events never been."""
-    from dagster import EventLogRecord, deserialize_value, serialize_value
-    from dagster._core.events import DagsterEventType
-    from dagster._core.events.log import EventLogEntry
+    from dagster import (
+        DagsterEventType,
+        EventLogEntry,
+        EventLogRecord,
+        deserialize_value,
+        serialize_value,
+    )
 
     latest = conn.execute(
         events.select()
