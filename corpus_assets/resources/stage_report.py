@@ -6,18 +6,22 @@ fast; run standalone, a stage prints its progress lines and its JSON summary, no
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corpus_assets.core.secrets import mask_data, mask_text
+from corpus_assets.core.store.digests import file_sha256
+from corpus_assets.core.store.layout import Layout
+
+if TYPE_CHECKING:
+    from dagster_pipes import PipesMetadataType, PipesMetadataValue
 
 PIPES_CONTEXT_ENV = "DAGSTER_PIPES_CONTEXT"
-Metadata = dict[str, dict[str, Any]]
+Metadata = dict[str, "PipesMetadataValue"]
 
 
 class Reporter:
@@ -39,9 +43,10 @@ class Reporter:
         self, summary: dict[str, Any], root: Path, config: dict[str, Any] | None = None
     ) -> None:
         manifest = summary.get("manifest")
-        version = _file_sha256(root / manifest) if isinstance(manifest, str) else None
+        path = root / manifest if isinstance(manifest, str) else None
+        version = file_sha256(path) if path is not None and path.is_file() else None
         metadata = summary_metadata(summary, root) | provenance_metadata(summary, root, config)
-        line = _v(summary_line(summary.get("stage"), metadata), "md")
+        line = _v(summary_line(summary, metadata), "md")
         self.report({"summary": line} | metadata, version)
 
     def report(self, metadata: Metadata, data_version: str | None) -> None:
@@ -145,7 +150,7 @@ def provenance_metadata(
     manifest = summary.get("manifest")
     if isinstance(manifest, str) and (root / manifest).is_file():
         doc = json.loads((root / manifest).read_text(encoding="utf-8"))
-        md["manifest_sha256"] = _v(_file_sha256(root / manifest), "text")
+        md["manifest_sha256"] = _v(file_sha256(root / manifest), "text")
         files = doc.get("shards") or doc.get("files") or []
         md["files"] = _files_table(files, stage == "tokenize")
         md["files_bytes"] = _v(sum(int(f.get("bytes", 0)) for f in files), "int")
@@ -163,21 +168,26 @@ def provenance_metadata(
     return md
 
 
-def summary_line(stage: Any, md: Metadata) -> str:
+def summary_line(summary: dict[str, Any], md: Metadata) -> str:
     """One Markdown line for people: the stage's main numbers, formatted (the metadata values
     stay numbers)."""
-    n = {k: v["raw_value"] for k, v in md.items() if v["type"] == "int"}
+    n: dict[str, int] = {}
+    for key, value in md.items():
+        raw = value["raw_value"]
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            n[key] = raw
     rows = count(n.get("dagster/row_count", 0))
     on_disk = f" ({human_size(n['files_bytes'])} on disk)" if "files_bytes" in n else ""
+    stage = summary.get("stage")
     if stage == "fetch":
-        sources = len(md["sources"]["raw_value"]["records"]) if "sources" in md else 0
+        sources = len(summary.get("sources", []))
         return (
             f"**{rows}** documents, {human_size(n.get('text_bytes', 0))} of text, from "
             f"{sources} source{'s' if sources != 1 else ''}"
         )
     if stage == "shard":
         removed = sum(v for k, v in n.items() if k.startswith("duplicates_"))
-        share = md.get("dedup_removed_share", {}).get("raw_value", 0.0)
+        share = dedup_share(summary) or 0.0
         return (
             f"**{rows}** documents kept of {count(n.get('documents_in', 0))}: "
             f"{count(n.get('dropped', 0))} dropped by the filters, {count(removed)} duplicates "
@@ -212,11 +222,13 @@ def human_size(count: int) -> str:
     return f"{count} B" if unit == "B" else f"{size:.1f} {unit}"
 
 
-def _fetched_sources(sources: list[dict[str, Any]], root: Path) -> dict[str, Any]:
+def _fetched_sources(sources: list[dict[str, Any]], root: Path) -> PipesMetadataValue:
     """Per fetched source: name, license, path, input sha256, documents, text bytes."""
+    from corpus_assets.core.stages.fetch import SOURCE_FILE  # the fetch stage has it loaded
+
     rows = []
     for source in sources:
-        record = root / "raw" / str(source.get("source_key")) / "_SOURCE.json"
+        record = Layout(root).raw_source(str(source.get("source_key"))) / SOURCE_FILE
         doc = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
         spec = doc.get("spec", {})
         rows.append(
@@ -242,7 +254,7 @@ def _fetched_sources(sources: list[dict[str, Any]], root: Path) -> dict[str, Any
     return _table(rows, columns)
 
 
-def _files_table(files: list[dict[str, Any]], tokens: bool) -> dict[str, Any]:
+def _files_table(files: list[dict[str, Any]], tokens: bool) -> PipesMetadataValue:
     """One row per shard or token file: name, documents, tokens, bytes, sha256."""
     rows = []
     for f in files:
@@ -303,7 +315,7 @@ def task_metadata(snapshot: Path) -> Metadata:
     return md
 
 
-def _corpus_builds(builds: list[dict[str, Any]]) -> dict[str, Any]:
+def _corpus_builds(builds: list[dict[str, Any]]) -> PipesMetadataValue:
     """The corpus builds the job read, each linked to its `shards` partition page."""
     lines = [
         f"- [{b['partition_key']}](/assets/shards?view=partitions&partition={b['partition_key']})"
@@ -318,7 +330,7 @@ def _json_block(value: Any) -> str:
     return f"```json\n{text}\n```"
 
 
-def _scalar(value: Any) -> dict[str, Any]:
+def _scalar(value: Any) -> PipesMetadataValue:
     if isinstance(value, bool):
         return _v(value, "bool")
     if isinstance(value, int):
@@ -330,17 +342,10 @@ def _scalar(value: Any) -> dict[str, Any]:
     return _v(value, "json")
 
 
-def _table(records: list[dict[str, Any]], columns: list[tuple[str, str]]) -> dict[str, Any]:
+def _table(records: list[dict[str, Any]], columns: list[tuple[str, str]]) -> PipesMetadataValue:
     schema = [{"name": name, "type": kind} for name, kind in columns]
     return _v({"records": records, "schema": schema}, "table")
 
 
-def _v(raw: Any, kind: str) -> dict[str, Any]:
+def _v(raw: Any, kind: PipesMetadataType) -> PipesMetadataValue:
     return {"raw_value": raw, "type": kind}
-
-
-def _file_sha256(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
