@@ -114,7 +114,7 @@ def test_every_job_is_defined_and_the_exports_have_jobs_of_their_own() -> None:
     """The export runs name their job (not "Job None"); the task checks have a re-check job
     with its own partition picker, like the corpus checks."""
     defined = {job.name for job in defs.resolve_all_job_defs()}
-    assert {job.name for job in JOBS} <= defined
+    assert {job.name for job in JOBS} <= defined, "build_defs registers every job of jobs.JOBS"
     for name, asset, partitions in (
         ("corpus_export", "corpus_hf", "corpus_configs"),
         ("task_export", "task_hf", "task_configs"),
