@@ -51,6 +51,10 @@ def test_a_bad_config_is_forgotten_and_no_longer_reads_failed(
     assert code == 64 and len(lines) == 1, lines
     assert f"partition '{bad.partition_key}' is not in corpus_configs" in lines[0]
 
+    driver.register(unlicensed(example), root, instance)  # back, with its history
+    status = instance.get_status_by_partition(SHARDS, [bad.partition_key], corpus_configs)
+    assert status == {bad.partition_key: dg.AssetPartitionStatus.FAILED}
+
 
 def test_forget_data_removes_that_build_only(
     example: Path, root: Path, instance: dg.DagsterInstance
