@@ -59,15 +59,13 @@ class RaySession:
     """A connected Ray: `map` runs one task per argument tuple, with retries, in order.
 
     With a `shipper` (no shared root) each task's inputs travel with it and its files come back
-    here, at most `window` tasks at a time."""
+    here, at most WINDOW_PER_CPU tasks per CPU the cluster has (asked again as tasks finish: an
+    autoscaled cluster grows) at a time."""
 
-    def __init__(
-        self, ray: Any, progress: Progress, shipper: Shipper | None = None, window: int = 0
-    ) -> None:
+    def __init__(self, ray: Any, progress: Progress, shipper: Shipper | None = None) -> None:
         self.ray = ray
         self.progress = progress
         self.shipper = shipper
-        self.window = window
 
     def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> Iterator[Any]:
         """`fn(*a)` for each `a` in `args` as Ray tasks; their results in the order of `args`."""
@@ -75,12 +73,12 @@ class RaySession:
         remote = ray.remote(fn if shipper is None else shipped(fn)).options(
             name=fn.__name__, num_cpus=1, max_retries=RETRIES, retry_exceptions=list(RETRY_ON)
         )
-        window = len(args) if shipper is None else max(1, self.window)
         todo = iter(args)
         running: deque[Any] = deque()
         done = 0
         try:
             while True:
+                window = len(args) if shipper is None else WINDOW_PER_CPU * max(1, _cpus(ray))
                 while len(running) < window and (a := next(todo, None)) is not None:
                     running.append(
                         remote.remote(*a) if shipper is None else remote.remote(shipper.pack(fn, a))
@@ -145,7 +143,7 @@ def ray_session(
                     )
                     shipper = Shipper(ray)
                     try:
-                        yield RaySession(ray, progress, shipper, WINDOW_PER_CPU * max(1, cpus))
+                        yield RaySession(ray, progress, shipper)
                     finally:
                         progress.note(f"Ray's object store carried {shipper.carried()}")
             finally:
@@ -182,7 +180,7 @@ class _LazySession(RaySession):
             return iter(())
         if self.ray is None:
             session = self.stack.enter_context(ray_session(*self.settings))
-            self.ray, self.shipper, self.window = session.ray, session.shipper, session.window
+            self.ray, self.shipper = session.ray, session.shipper
         return super().map(fn, args)
 
 
