@@ -35,8 +35,7 @@ def report(
         cfg, layout = configs.load(context.partition_key), paths.layout()
         manifest = layout.shards(cfg) / MANIFEST
         if not manifest.is_file():
-            problem = UpstreamMissing("shards", f"no shards manifest at {manifest}")
-            raise dg.Failure(description=str(problem), metadata={"upstream_missing": True})
+            raise UpstreamMissing("shards", f"no shards manifest at {manifest}")
     metadata = report_metadata(context, cfg, layout)
     context.log_event(
         dg.AssetObservation(

@@ -276,6 +276,7 @@ def test_the_report_of_an_unsharded_partition_names_shards_first(
     failure = _failure(result, "report")
     assert failure.description.startswith("materialize shards first: no shards manifest at ")
     assert failure.metadata["upstream_missing"].value is True
+    assert failure.metadata["exit_code"].value == 64
     skip = _evaluate(
         corpus_cleanup_on_failure, instance, result.run_id, dg.DagsterEventType.RUN_FAILURE
     )
