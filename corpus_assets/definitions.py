@@ -19,13 +19,7 @@ from corpus_assets.assets.shards import shards
 from corpus_assets.assets.task_dataset import task_dataset
 from corpus_assets.assets.token_exports import token_exports
 from corpus_assets.assets.tokens import tokens
-from corpus_assets.jobs import (
-    classifier_train,
-    corpus_build,
-    corpus_cleanup,
-    corpus_recheck,
-    task_build,
-)
+from corpus_assets.jobs import JOBS
 from corpus_assets.resources.classifier_configs import ClassifierConfigStore
 from corpus_assets.resources.configs import ConfigStore
 from corpus_assets.resources.mixture_configs import MixtureConfigStore
@@ -64,7 +58,7 @@ def build_defs(
             task_checks.task_dataset_checks,
             quality_model_checks.quality_model_checks,
         ],
-        jobs=[corpus_build, task_build, classifier_train, corpus_cleanup, corpus_recheck],
+        jobs=list(JOBS),
         sensors=[
             corpus_config_sensor,
             corpus_cleanup_on_failure,

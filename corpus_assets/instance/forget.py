@@ -20,17 +20,19 @@ import dagster as dg
 
 from corpus_assets.core.errors import ConfigError
 from corpus_assets.core.stages.cleanup import cleanup
+from corpus_assets.core.stages.token_formats import FORMATS
 from corpus_assets.core.store import registry
 from corpus_assets.core.store.atomic import remove_tree
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.instance.dead_runs import PARTITION_TAG, UNFINISHED, mark_dead_runs
 from corpus_assets.instance.failures import forget_partition
-from corpus_assets.resources.partitions import CLASSIFIER_CONFIGS, CORPUS_CONFIGS, TASK_CONFIGS
+from corpus_assets.instance.partitions import CONFIG_PARTITIONS as PARTITION_SETS
+from corpus_assets.instance.partitions import CORPUS_CONFIGS
 
-PARTITION_SETS = (CORPUS_CONFIGS, TASK_CONFIGS, CLASSIFIER_CONFIGS)
-BUILD_ASSETS = ("shards", "tokens", "report", "corpus_hf")
+BUILD_ASSETS = ("shards", "tokens", "report", "corpus_hf", "token_exports")
 """The assets whose materializations describe a corpus build's own files (not raw's cache)."""
-EXPORTS = Path("exports") / "corpus"
+EXPORTS = tuple(Path("exports") / kind for kind in ("corpus", *FORMATS))
+"""A build's exports: Hugging Face `datasets` files, and token files for Megatron and nanotron."""
 
 
 @dataclass(frozen=True)
@@ -88,10 +90,10 @@ def _remove_build(instance: dg.DagsterInstance, layout: Layout, key: str) -> tup
     """The build's files (under its shard and tokenize locks), then the events about them."""
     cfg = registry.load(layout, key)
     removed = [str(path) for path in cleanup(cfg, layout).removed]
-    export = layout.root / EXPORTS / key
-    if export.exists():
-        remove_tree(export)
-        removed.append(str(EXPORTS / key))
+    for exports in EXPORTS:
+        if (layout.root / exports / key).exists():
+            remove_tree(layout.root / exports / key)
+            removed.append(str(exports / key))
     for name in BUILD_ASSETS:
         forget_partition(instance, dg.AssetKey(name), key)
     return tuple(removed)

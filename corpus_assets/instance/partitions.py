@@ -11,6 +11,13 @@ from __future__ import annotations
 import dagster as dg
 from sqlalchemy.exc import IntegrityError
 
+CORPUS_CONFIGS = "corpus_configs"
+TASK_CONFIGS = "task_configs"
+CLASSIFIER_CONFIGS = "classifier_configs"
+MIXTURE_CONFIGS = "mixture_configs"
+CONFIG_PARTITIONS = (CORPUS_CONFIGS, TASK_CONFIGS, CLASSIFIER_CONFIGS, MIXTURE_CONFIGS)
+"""The dynamic partition sets of the instance, one partition per registered config."""
+
 
 def add_partition(instance: dg.DagsterInstance, partitions: str, key: str) -> None:
     """Add `key` to the dynamic partitions `partitions` unless it is there (whoever adds it)."""

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import dagster as dg
 
-CORPUS_CONFIGS = "corpus_configs"
-TASK_CONFIGS = "task_configs"
-CLASSIFIER_CONFIGS = "classifier_configs"
-MIXTURE_CONFIGS = "mixture_configs"
+from corpus_assets.instance.partitions import CLASSIFIER_CONFIGS as CLASSIFIER_CONFIGS
+from corpus_assets.instance.partitions import CORPUS_CONFIGS as CORPUS_CONFIGS
+from corpus_assets.instance.partitions import MIXTURE_CONFIGS as MIXTURE_CONFIGS
+from corpus_assets.instance.partitions import TASK_CONFIGS as TASK_CONFIGS
 
 corpus_configs = dg.DynamicPartitionsDefinition(name=CORPUS_CONFIGS)
 task_configs = dg.DynamicPartitionsDefinition(name=TASK_CONFIGS)

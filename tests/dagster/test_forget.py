@@ -13,6 +13,7 @@ from support.corpus import run_corpus
 from corpus_assets.build import driver
 from corpus_assets.core.config import load_config
 from corpus_assets.core.errors import ConfigError
+from corpus_assets.core.stages.export_tokens import export_build
 from corpus_assets.core.store.atomic import MANIFEST
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.instance.forget import forget
@@ -59,7 +60,7 @@ def test_a_bad_config_is_forgotten_and_no_longer_reads_failed(
 def test_forget_data_removes_that_build_only(
     example: Path, root: Path, instance: dg.DagsterInstance
 ) -> None:
-    """--data removes the build's shards (and report), tokens, work folder, export and their
+    """--data removes the build's shards (and report), tokens, work folder, exports and their
     materializations; the raw cache and a second build of the same sources stay whole."""
     other = variant(example, "other", version="v2")
     for config in (example, other):
@@ -69,6 +70,8 @@ def test_forget_data_removes_that_build_only(
     export = root / "exports" / "corpus" / cfg.partition_key
     export.mkdir(parents=True)
     (export / "corpus_source.json").write_text("{}", encoding="utf-8")
+    for c in (cfg, kept):  # real Megatron exports of both builds
+        export_build(c, layout, "megatron", lambda _line: None)
     raw_before = sorted(p.relative_to(root) for p in layout.raw.rglob("*") if p.is_file())
     assert (layout.shards(cfg) / "REPORT.md").is_file() and layout.work(cfg, "x").parent.exists()
 
@@ -79,12 +82,15 @@ def test_forget_data_removes_that_build_only(
         str(layout.tokens(cfg).relative_to(layout.root)),
         str(layout.work(cfg, "x").parent.relative_to(layout.root)),
         f"exports/corpus/{cfg.partition_key}",
+        f"exports/megatron/{cfg.partition_key}",
     }
     for gone in (layout.shards(cfg), layout.tokens(cfg), export, layout.work(cfg, "x").parent):
         assert not gone.exists(), gone
     assert sorted(p.relative_to(root) for p in layout.raw.rglob("*") if p.is_file()) == raw_before
     assert (layout.shards(kept) / MANIFEST).is_file()
     assert (layout.tokens(kept) / MANIFEST).is_file()
+    assert not (root / "exports" / "megatron" / cfg.partition_key).exists()
+    assert any((root / "exports" / "megatron" / kept.partition_key).iterdir())
     assert not instance.has_dynamic_partition(CORPUS_CONFIGS, cfg.partition_key)
     assert instance.has_dynamic_partition(CORPUS_CONFIGS, kept.partition_key)
     shards = instance.get_materialized_partitions(SHARDS)
