@@ -17,8 +17,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
@@ -38,6 +37,7 @@ from corpus_assets.tasks.checkpoints import Checkpoints, canonical
 from corpus_assets.tasks.config import CalibrationSpec
 from corpus_assets.tasks.factory import load_factory
 from corpus_assets.tasks.types import JSON, PublicTask, Purpose
+from corpus_assets.tasks.window import ordered
 from corpus_assets.tasks.workers import Pool, score_chunk
 
 POLL_S = 0.2  # how often a waiting calibrate step looks at the cancel event
@@ -195,23 +195,20 @@ class CalibrateStep:
         self, ckpt: Checkpoints, pool: Pool, batch: int, cancelled: Callable[[], bool]
     ) -> None:
         """Score the stored responses of the batch's ungraded candidates in the pool."""
-        queue: deque[tuple[list[str], Future[Any]]] = deque()
-        try:
+
+        def chunks() -> Iterator[tuple[list[str], Future[Any]]]:
             for seqs in ckpt.seq_pages(batch, self.batch_size, without="scores"):
                 payloads = [json.loads(p) for p in ckpt.candidate_rows(seqs, "payload")]
                 ids = [p["task_id"] for p in payloads]
                 responses = ckpt.responses(ids)
                 items = [(p, responses[t]) for p, t in zip(payloads, ids, strict=True)]
-                queue.append((ids, pool.submit(score_chunk, items)))
-                while len(queue) > 2 * self.max_workers:
-                    self._commit_scores(ckpt, *queue.popleft())
+                yield ids, pool.submit(score_chunk, items)
+
+        with ordered(chunks(), 2 * self.max_workers) as results:
+            for ids, future in results:
                 if cancelled():
                     return
-            while queue and not cancelled():
-                self._commit_scores(ckpt, *queue.popleft())
-        finally:
-            for _, future in queue:
-                future.cancel()
+                self._commit_scores(ckpt, ids, future)
 
     @staticmethod
     def _commit_scores(ckpt: Checkpoints, ids: list[str], future: Future[Any]) -> None:
