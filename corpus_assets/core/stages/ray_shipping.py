@@ -136,11 +136,13 @@ class Shipper:
         return self.puts[path]
 
     def unpack(self, returned: Returned) -> Any:
-        """Write the task's files (atomically, the folder synced with the last one)."""
-        self.received += sum(len(data) for _path, data in returned.files)
-        for n, (path, data) in enumerate(returned.files):
-            last = n == len(returned.files) - 1
-            with atomic_writer(Path(path), sync_dir=last) as fh:
+        """Write the task's files in order, atomically, each folder synced after its last file
+        (so a marker never outlives the files it vouches for)."""
+        files = [(Path(path), data) for path, data in returned.files]
+        self.received += sum(len(data) for _path, data in files)
+        for n, (path, data) in enumerate(files):
+            last = n == len(files) - 1 or files[n + 1][0].parent != path.parent
+            with atomic_writer(path, sync_dir=last) as fh:
                 fh.write(data.data)  # the array's buffer: no copy
         return returned.result
 
