@@ -37,6 +37,7 @@ from pydantic import (
 from corpus_assets.core.config import (
     NAME_PATTERN,
     ORIGIN_SUFFIX,
+    ConfigIdentity,
     CorpusConfig,
     LoadedConfig,
     SourceSpec,
@@ -46,10 +47,9 @@ from corpus_assets.core.config import (
     config_base_dir,
     parse_text,
     read_config_text,
-    sha256_hex,
 )
 from corpus_assets.core.errors import ConfigError, shown
-from corpus_assets.core.secrets import has_masks, mask_data
+from corpus_assets.core.secrets import has_masks
 
 CLASSIFIER_NAME = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 CLASSIFIER_NAME_RULE = "allowed: lowercase letters, digits, '_', '-' (1-64, starting alphanumeric)"
@@ -149,29 +149,12 @@ class ClassifierConfig(_Section):
 
 
 @dataclass(frozen=True)
-class LoadedClassifierConfig:
+class LoadedClassifierConfig(ConfigIdentity):
     """A validated classifier config with its raw form (the identity) and its folder."""
 
     raw: dict[str, Any]
     model: ClassifierConfig
     base_dir: Path
-
-    @property
-    def canonical(self) -> bytes:
-        return canon(self.raw)
-
-    @property
-    def masked(self) -> bytes:
-        """The canonical form with URL secrets masked: what records and messages show."""
-        return canon(mask_data(self.raw))
-
-    @property
-    def sha256(self) -> str:
-        return sha256_hex(self.canonical)
-
-    @property
-    def hash12(self) -> str:
-        return self.sha256[:12]
 
     @property
     def partition_key(self) -> str:

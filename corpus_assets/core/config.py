@@ -8,7 +8,7 @@ import math
 import re
 import tomllib
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -515,15 +515,14 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-@dataclass(frozen=True)
-class LoadedConfig:
-    """A validated config with its raw form (the identity) and the folder paths resolve against."""
+class ConfigIdentity:
+    """A config's identity from its raw form (as written, defaults not filled in) and the folder
+    its relative paths resolve against; for the frozen dataclasses of the loaded configs."""
 
     raw: dict[str, Any]
-    model: CorpusConfig
     base_dir: Path
 
-    @property
+    @cached_property
     def canonical(self) -> bytes:
         return canon(self.raw)
 
@@ -532,13 +531,27 @@ class LoadedConfig:
         """The canonical form with URL secrets masked: what records and messages show."""
         return canon(mask_data(self.raw))
 
-    @property
+    @cached_property
     def sha256(self) -> str:
         return sha256_hex(self.canonical)
 
     @property
     def hash12(self) -> str:
         return self.sha256[:12]
+
+    def resolve(self, path: str) -> Path:
+        """A path from the config, relative paths taken against the config file's folder."""
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else self.base_dir / p
+
+
+@dataclass(frozen=True)
+class LoadedConfig(ConfigIdentity):
+    """A validated config with its raw form (the identity) and the folder paths resolve against."""
+
+    raw: dict[str, Any]
+    model: CorpusConfig
+    base_dir: Path
 
     @property
     def build_id(self) -> str:
@@ -552,11 +565,6 @@ class LoadedConfig:
         if stage not in STAGES:
             raise ConfigError(f"unknown stage {stage!r}; allowed: {', '.join(STAGES)}")
         return f"{self.build_id}/{stage}"
-
-    def resolve(self, path: str) -> Path:
-        """A path from the config, relative paths taken against the config file's folder."""
-        p = Path(path).expanduser()
-        return p if p.is_absolute() else self.base_dir / p
 
     def source_key(self, source: SourceSpec) -> str:
         """`<name>-<sha256(canon(spec as written))[:12]>`: shared by configs with the same spec."""

@@ -34,15 +34,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from corpus_assets.core.classifier_config import CLASSIFIER_NAME, CLASSIFIER_NAME_RULE, CORPUS_KEY
 from corpus_assets.core.config import (
+    ConfigIdentity,
     _location,
-    canon,
     config_base_dir,
     parse_text,
     read_config_text,
-    sha256_hex,
 )
 from corpus_assets.core.errors import ConfigError, shown
-from corpus_assets.core.secrets import mask_data
 
 MIXTURE_KEY = r"^[a-z0-9][a-z0-9_-]{0,63}-[0-9a-f]{12}$"
 """A mixture partition key: `<name>-<hash12>`."""
@@ -111,7 +109,7 @@ class MixtureConfig(_Section):
 
 
 @dataclass(frozen=True)
-class LoadedMixtureConfig:
+class LoadedMixtureConfig(ConfigIdentity):
     """A validated mixture config with its raw form (the identity) and its folder."""
 
     raw: dict[str, Any]
@@ -119,30 +117,8 @@ class LoadedMixtureConfig:
     base_dir: Path
 
     @property
-    def canonical(self) -> bytes:
-        return canon(self.raw)
-
-    @property
-    def masked(self) -> bytes:
-        """The canonical form with URL secrets masked: what records and messages show."""
-        return canon(mask_data(self.raw))
-
-    @property
-    def sha256(self) -> str:
-        return sha256_hex(self.canonical)
-
-    @property
-    def hash12(self) -> str:
-        return self.sha256[:12]
-
-    @property
     def partition_key(self) -> str:
         return f"{self.model.name}-{self.hash12}"
-
-    def resolve(self, folder: str) -> Path:
-        """A component folder, relative ones taken against the config file's folder."""
-        p = Path(folder).expanduser()
-        return p if p.is_absolute() else self.base_dir / p
 
 
 def validate_mixture(raw: dict[str, Any], base_dir: Path) -> LoadedMixtureConfig:
