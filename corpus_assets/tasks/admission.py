@@ -47,8 +47,10 @@ def admit(
     task id that names two different samples."""
     kept = [c for c in cleaned if c is not None]
     excluded = _excluded_among(db, excluding, [c[0] for c in kept])
-    # the pooled content digest per task-id key, from the index alone; another task id with
-    # the same key is told apart below by its text
+    # the pooled content digest per task-id key: a key not pooled costs one probe of the
+    # task-id key index (which holds the key alone, cheaper to insert into than key and digest),
+    # a pooled one a read of its row; another task id with the same key is told apart below by
+    # its text
     pooled: dict[int, bytes] = dict(
         lookup(db, "id_key, content_sha FROM candidates", "id_key", [c[5] for c in kept])
     )

@@ -85,7 +85,7 @@ CREATE TABLE IF NOT EXISTS candidates (
     id_key INTEGER NOT NULL,
     input_key INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS candidates_id ON candidates (id_key, content_sha);
+CREATE INDEX IF NOT EXISTS candidates_id ON candidates (id_key);
 CREATE INDEX IF NOT EXISTS candidates_batch ON candidates (batch, seq);
 CREATE TABLE IF NOT EXISTS excluded (task_id TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS scores (
