@@ -1,6 +1,7 @@
 """The jobs: `corpus_build` (the corpus assets and their checks), `task_build` (the task
 snapshot and its checks), `classifier_train` (a quality classifier and its check),
-`corpus_export` and `task_export` (the Hugging Face exports), `corpus_recheck` and
+`corpus_export` and `task_export` (the Hugging Face exports), `token_export` (Megatron-LM and
+nanotron token files), `mixture_build` (a mixture's sample index), `corpus_recheck` and
 `task_recheck` (a built partition's checks again, the partition picked in the Launchpad) and
 `corpus_cleanup`. `JOBS` is every one of them."""
 
@@ -9,10 +10,12 @@ import time
 import dagster as dg
 
 from corpus_assets.assets.exports import corpus_hf, task_hf
+from corpus_assets.assets.mixture import mixture
 from corpus_assets.assets.recheck import recheck_partition, recheck_task_partition
 from corpus_assets.assets.report import report
 from corpus_assets.assets.shards import shards
 from corpus_assets.assets.step_failure import one_sentence
+from corpus_assets.assets.token_exports import token_exports
 from corpus_assets.assets.tokens import tokens
 from corpus_assets.core.config import load_config
 from corpus_assets.core.stages.cleanup import published_after
@@ -32,6 +35,8 @@ RECHECK_JOB = "corpus_recheck"
 TASK_RECHECK_JOB = "task_recheck"
 EXPORT_JOB = "corpus_export"
 TASK_EXPORT_JOB = "task_export"
+TOKEN_EXPORT_JOB = "token_export"
+MIXTURE_JOB = "mixture_build"
 BUILD_ASSETS = dg.AssetSelection.groups("corpus")
 TASK_ASSETS = dg.AssetSelection.groups("tasks")
 CLASSIFIER_ASSETS = dg.AssetSelection.groups("classifiers")
@@ -84,6 +89,24 @@ task_export = dg.define_asset_job(
     tags=BUILD_TAGS,
     description="Export one task partition's training rows as a Hugging Face `datasets` folder "
     "(task_hf): Materialize…, pick the partition.",
+)
+
+token_export = dg.define_asset_job(
+    TOKEN_EXPORT_JOB,
+    selection=dg.AssetSelection.assets(token_exports),
+    executor_def=dg.in_process_executor,
+    tags=BUILD_TAGS,
+    description="Export one built corpus partition's token files for Megatron-LM and nanotron "
+    "(token_exports): Materialize…, pick the partition.",
+)
+
+mixture_build = dg.define_asset_job(
+    MIXTURE_JOB,
+    selection=dg.AssetSelection.assets(mixture),
+    executor_def=dg.in_process_executor,
+    tags=BUILD_TAGS,
+    description="Build (or keep, when built) one registered mixture config's sample index (a "
+    "mixture_configs partition).",
 )
 
 
@@ -161,6 +184,8 @@ JOBS = (
     classifier_train,
     corpus_export,
     task_export,
+    token_export,
+    mixture_build,
     corpus_cleanup,
     corpus_recheck,
     task_recheck,

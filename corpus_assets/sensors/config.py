@@ -1,5 +1,5 @@
 """The config sensor: configs dropped into the inbox folder become partitions, then builds
-(a classifier config: its partition, then its training)."""
+(a classifier config: its partition, then its training; a mixture config: its sample index)."""
 
 import json
 from pathlib import Path
@@ -9,24 +9,35 @@ import dagster as dg
 from corpus_assets.core.config import load_config
 from corpus_assets.core.errors import CorpusError, TransientError
 from corpus_assets.core.stages.preflight import preflight
-from corpus_assets.core.store import classifier_registry
+from corpus_assets.core.store import classifier_registry, mixture_registry
 from corpus_assets.core.store.sources import link_out_of
-from corpus_assets.jobs import BUILD_JOB, CLASSIFIER_JOB, classifier_train, corpus_build
+from corpus_assets.jobs import (
+    BUILD_JOB,
+    CLASSIFIER_JOB,
+    MIXTURE_JOB,
+    classifier_train,
+    corpus_build,
+    mixture_build,
+)
 from corpus_assets.resources.classifier_configs import register_checked
 from corpus_assets.resources.configs import ConfigStore
-from corpus_assets.resources.partitions import CLASSIFIER_CONFIGS, CORPUS_CONFIGS
+from corpus_assets.resources.partitions import CLASSIFIER_CONFIGS, CORPUS_CONFIGS, MIXTURE_CONFIGS
 from corpus_assets.resources.paths import CorpusPaths
 
 CONFIG_SUFFIXES = (".toml", ".json")
-PARTITIONS = {BUILD_JOB: CORPUS_CONFIGS, CLASSIFIER_JOB: CLASSIFIER_CONFIGS}
+PARTITIONS = {
+    BUILD_JOB: CORPUS_CONFIGS,
+    CLASSIFIER_JOB: CLASSIFIER_CONFIGS,
+    MIXTURE_JOB: MIXTURE_CONFIGS,
+}
 
 
 @dg.sensor(
     name="corpus_config_sensor",
     description="Registers each new or changed config dropped into <root>/inbox and requests "
-    "one build of it (a classifier config: its training); a config that fails its pre-flight "
-    "check is logged and skipped.",
-    jobs=[corpus_build, classifier_train],
+    "one build of it (a classifier config: its training; a mixture config: its index); a "
+    "config that fails its pre-flight check is logged and skipped.",
+    jobs=[corpus_build, classifier_train, mixture_build],
     minimum_interval_seconds=10,
     default_status=dg.DefaultSensorStatus.RUNNING,
 )
@@ -43,7 +54,7 @@ def corpus_config_sensor(
         return dg.SkipReason(f"no inbox folder {inbox}")
     seen: dict[str, int] = json.loads(context.cursor) if context.cursor else {}
     current = {p.name: p.stat().st_mtime_ns for p in _configs_in(inbox)}
-    new_keys: dict[str, list[str]] = {BUILD_JOB: [], CLASSIFIER_JOB: []}
+    new_keys: dict[str, list[str]] = {job: [] for job in PARTITIONS}
     retry: list[str] = []
     requests: list[dg.RunRequest] = []
     for name, mtime in sorted(current.items()):
@@ -83,10 +94,14 @@ def corpus_config_sensor(
 
 
 def _register(config_file: Path, paths: CorpusPaths, configs: ConfigStore) -> tuple[str, str]:
-    """Register a corpus or classifier config: the job that builds it, and its partition key."""
+    """Register a corpus, classifier or mixture config: the job that builds it, and its
+    partition key."""
     if classifier_registry.is_classifier_config(config_file):
         registered = register_checked(config_file, paths.root_path())
         return CLASSIFIER_JOB, registered.config.partition_key
+    if mixture_registry.is_mixture_config(config_file):
+        mixture = mixture_registry.register(config_file, paths.root_path())
+        return MIXTURE_JOB, mixture.config.partition_key
     preflight(load_config(config_file))
     return BUILD_JOB, configs.register(config_file).config.partition_key
 

@@ -15,10 +15,13 @@ import pytest
 from dagster_support import variant
 
 from corpus_assets.core.config import load_config
+from corpus_assets.core.mixture_config import load_mixture_config
 from corpus_assets.resources.configs import ConfigStore
-from corpus_assets.resources.partitions import CORPUS_CONFIGS
+from corpus_assets.resources.partitions import CORPUS_CONFIGS, MIXTURE_CONFIGS
 from corpus_assets.resources.paths import CorpusPaths
 from corpus_assets.sensors.config import corpus_config_sensor
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _tick(instance: dg.DagsterInstance, root: Path, cursor: str | None) -> object:
@@ -194,3 +197,24 @@ def test_a_hub_that_cannot_be_reached_is_tried_again_next_tick(root: Path, tmp_p
     assert f"{inbox / 'hub.json'}: not registered: " in warning
     assert "'test-org/some-tokenizer': cannot reach the Hugging Face Hub" in warning
     assert not (root / "configs").exists()
+
+
+def test_a_dropped_mixture_config_is_registered_and_its_index_built_once(
+    root: Path, instance: dg.DagsterInstance
+) -> None:
+    """A mixture config in the inbox becomes a mixture_configs partition and one mixture_build
+    run; its components need not be built yet (the run says so if they are not)."""
+    inbox = root / "inbox"
+    inbox.mkdir(parents=True)
+    shutil.copy(REPO / "examples" / "mixture" / "stories-plays.toml", inbox / "mix.toml")
+    key = load_mixture_config(inbox / "mix.toml").partition_key
+
+    result = _tick(instance, root, None)
+
+    assert isinstance(result, dg.SensorResult)
+    (run,) = result.run_requests or []
+    assert (run.job_name, run.partition_key, run.run_key) == ("mixture_build", key, key)
+    (request,) = result.dynamic_partitions_requests or []
+    assert isinstance(request, dg.AddDynamicPartitionsRequest)
+    assert (request.partitions_def_name, list(request.partition_keys)) == (MIXTURE_CONFIGS, [key])
+    assert (root / "mixture-configs" / f"{key[-12:]}.json").is_file()
