@@ -4,13 +4,32 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.corpus import run_corpus
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@pytest.fixture(autouse=True)
+def _stop_signals_restored(request: pytest.FixtureRequest) -> Any:
+    """Each test starts with SIGINT and SIGTERM as pytest had them. A disposition left behind
+    (say SIG_IGN) is inherited by every process the later tests start, through exec: a pool
+    whose workers ignore SIGTERM never ends. The test that left one is named in a warning."""
+    before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    yield
+    for sig, handler in before.items():
+        if signal.getsignal(sig) is not handler:
+            left = signal.getsignal(sig)
+            warnings.warn(f"{request.node.nodeid} left {sig.name} set to {left}", stacklevel=2)
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
 
 # Stage subprocesses must never reach the Hugging Face Hub from tests.
 os.environ["HF_HUB_OFFLINE"] = "1"

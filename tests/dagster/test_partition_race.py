@@ -4,6 +4,7 @@ there once (Dagster's own add reads, then inserts, so all but one insert can fai
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 from collections import Counter
 from pathlib import Path
 
@@ -34,8 +35,15 @@ def _race(home: Path, ours: bool, first: int = 0) -> Counter[str]:
         (home / "dagster.yaml").write_text("", encoding="utf-8")
         dg.DagsterInstance.from_config(str(home)).add_dynamic_partitions("configs", ["warm"])
     outcomes: Counter[str] = Counter()
-    # spawned, not forked: a fork of the test process copies locks its other threads may hold
-    with mp.get_context("spawn").Pool(PROCESSES) as pool:
+    # spawned, not forked: a fork of the test process copies locks its other threads may hold;
+    # SIGTERM at its default in the workers (an ignored one is inherited through exec), or the
+    # pool's terminate() never ends
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        pool = mp.get_context("spawn").Pool(PROCESSES)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    with pool:
         for k in range(first, first + KEYS):
             work = pool.map_async(_add, [(str(home), f"key-{k}", ours)] * PROCESSES)
             outcomes.update(work.get(timeout=120))
