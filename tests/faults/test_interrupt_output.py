@@ -84,9 +84,14 @@ def test_ctrl_c_of_a_build_prints_no_traceback(
 
 
 @pytest.mark.timeout(300)
-def test_heartbeat_stop_of_a_stage_with_pool_workers_prints_no_traceback(tmp_path: Path) -> None:
+@pytest.mark.parametrize("inherited", [signal.SIG_DFL, signal.SIG_IGN], ids=["default", "ignored"])
+def test_heartbeat_stop_of_a_stage_with_pool_workers_prints_no_traceback(
+    tmp_path: Path, inherited: signal.Handlers
+) -> None:
     """A shard task hangs in one pool worker while the other worker, done, waits for work: the
-    stage runner's heartbeat stops the stage, which stops its workers and says one line."""
+    stage runner's heartbeat stops the stage, which stops its workers and says one line; also
+    when the stage starts with SIGTERM ignored (a parent that ran Dagster in-process leaves it
+    so), since the stage stops its workers with SIGTERM."""
     config = corpus_config(tmp_path / "configs", "hang", 8 * 1024)
     cfg = load_config(config)
     root = tmp_path / "root"
@@ -98,7 +103,11 @@ def test_heartbeat_stop_of_a_stage_with_pool_workers_prints_no_traceback(tmp_pat
     argv += ["run", "--stage", "shard", *where, "--workers", "2"]
     lines: list[str] = []
 
-    outcome = supervise(argv, dict(os.environ), 6.0, 60.0, lines.append)  # 60 s: a loaded CI
+    previous = signal.signal(signal.SIGTERM, inherited)  # what the stage inherits
+    try:
+        outcome = supervise(argv, dict(os.environ), 6.0, 60.0, lines.append)  # 60 s: a loaded CI
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
     assert outcome.timed_out, lines
     stopping = STOPPING.match(lines[0])

@@ -83,8 +83,11 @@ class _Pool(ProcessPoolExecutor):
 
 
 def _start_worker(initializer: Callable[..., object] | None, initargs: tuple[Any, ...]) -> None:
-    """In a new worker: ignore SIGINT, then run the pool's own initializer."""
+    """In a new worker: ignore SIGINT, take SIGTERM's default, then run the pool's own
+    initializer. The stage stops its workers with SIGTERM: one the stage inherited ignored (say
+    from a process that ran Dagster in-process) would otherwise keep a hung worker alive."""
     ignore_sigint()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if initializer is not None:
         initializer(*initargs)
 
