@@ -13,16 +13,15 @@ import re
 import sqlite3
 import subprocess
 import sys
-import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import support.model_server as support_model_server
 from job_support import IMPORT_PATH, kill_group, last_json, run_job, start_job
 from support.processes import stop_group
-from support.servers import free_port
 from support.waiting import wait_for
 
 from corpus_assets.calibrators.openai import live_responses
@@ -30,37 +29,14 @@ from corpus_assets.core.errors import ConfigError
 from corpus_assets.tasks.snapshot import load_snapshot
 
 HERE = Path(__file__).resolve().parent
-SERVER = HERE.parent / "support" / "openai_server.py"
 ENV = os.environ | {"PYTHONPATH": IMPORT_PATH, "HF_HUB_OFFLINE": "1"}
 LIVE = "corpus_assets.calibrators.openai:live_responses"
 RECORDED = "corpus_assets.recipes.arithmetic_calibration:recorded_responses"
 IDENTITY = {"harness_ref": "sum-harness-v1", "verifier_digest": "exact-sum-v1"}
 
 
-class ModelServer:
-    """The test server as a process of its own session."""
-
-    def __init__(self, log: Path, *args: str) -> None:
-        self.port = free_port()
-        with open(log, "w", encoding="utf-8") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, str(SERVER), "--port", str(self.port), *args],
-                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
-            )  # fmt: skip
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        wait_for(self._up, 30, "the test model server", watch=[self.proc])
-
-    def _up(self) -> bool:
-        try:
-            self.stats()
-        except OSError:
-            return False
-        return True
-
-    def stats(self) -> dict[str, Any]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats", timeout=10) as answer:
-            doc: dict[str, Any] = json.load(answer)
-        return doc
+class ModelServer(support_model_server.ModelServer):
+    """The test server, its requests counted per task."""
 
     def asked(self) -> Counter[str]:
         """Chat requests received per task id (the prompt's first word)."""
