@@ -9,10 +9,22 @@ from corpus_assets.core.classifier_config import load_classifier_config
 from corpus_assets.core.errors import EXIT_USAGE, ConfigError
 from corpus_assets.core.stages.preflight import source_problems
 from corpus_assets.core.store import classifier_registry
+from corpus_assets.core.store.config_registry import ConfigRegistry
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.instance.partitions import add_partition
 from corpus_assets.resources.partitions import CLASSIFIER_CONFIGS
 from corpus_assets.resources.paths import CorpusPaths
+
+
+def registered_file(registry: ConfigRegistry[Any], paths: CorpusPaths, partition_key: str) -> Path:
+    """The registered config file of a partition, checked to be that partition; a
+    non-retryable failure if absent or changed."""
+    try:
+        return registry.checked_path(paths.root_path(), partition_key)
+    except ConfigError as exc:
+        raise dg.Failure(
+            str(exc), metadata={"exit_code": EXIT_USAGE}, allow_retries=False
+        ) from None
 
 
 class ClassifierConfigStore(dg.ConfigurableResource["ClassifierConfigStore"]):
@@ -24,14 +36,7 @@ class ClassifierConfigStore(dg.ConfigurableResource["ClassifierConfigStore"]):
     def file_for(self, partition_key: str) -> Path:
         """The registered config file of a partition, checked to be that partition; a
         non-retryable failure if absent or changed."""
-        root = self.paths.root_path()
-        try:
-            classifier_registry.load(root, partition_key)
-            return classifier_registry.path_for(root, partition_key)
-        except ConfigError as exc:
-            raise dg.Failure(
-                str(exc), metadata={"exit_code": EXIT_USAGE}, allow_retries=False
-            ) from None
+        return registered_file(classifier_registry.CLASSIFIERS, self.paths, partition_key)
 
     def folder_for(self, partition_key: str) -> Path:
         """`<root>/classifiers/<key>/`: the trained model and its manifest."""

@@ -5,10 +5,10 @@ from typing import Any
 
 import dagster as dg
 
-from corpus_assets.core.errors import EXIT_USAGE, ConfigError
 from corpus_assets.core.stages.mixture import mixture_folder
 from corpus_assets.core.store import mixture_registry
 from corpus_assets.instance.partitions import add_partition
+from corpus_assets.resources.classifier_configs import registered_file
 from corpus_assets.resources.partitions import MIXTURE_CONFIGS
 from corpus_assets.resources.paths import CorpusPaths
 
@@ -22,14 +22,7 @@ class MixtureConfigStore(dg.ConfigurableResource["MixtureConfigStore"]):
     def file_for(self, partition_key: str) -> Path:
         """The registered config file of a partition, checked to be that partition; a
         non-retryable failure if absent or changed."""
-        root = self.paths.root_path()
-        try:
-            mixture_registry.load(root, partition_key)
-            return mixture_registry.path_for(root, partition_key)
-        except ConfigError as exc:
-            raise dg.Failure(
-                str(exc), metadata={"exit_code": EXIT_USAGE}, allow_retries=False
-            ) from None
+        return registered_file(mixture_registry.MIXTURES, self.paths, partition_key)
 
     def folder_for(self, partition_key: str) -> Path:
         """`<root>/mixtures/<key>/`: the sample index and its manifest."""

@@ -100,6 +100,11 @@ class ConfigRegistry(Generic[C]):
             )
         return path
 
+    def checked_path(self, root: Path, partition_key: str) -> Path:
+        """The registered file of `partition_key`, loaded once to check it is that partition."""
+        self.load(root, partition_key)
+        return self.path_for(root, partition_key)
+
     def load(self, root: Path, partition_key: str) -> C:
         """The registered config of `partition_key`, checked to really be that partition."""
         config = self.load_file(self.path_for(root, partition_key))
