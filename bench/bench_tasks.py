@@ -202,7 +202,7 @@ def executor_parts(candidates: int, work: Path) -> dict[str, Any]:
         consumed = 0
         for file in files:
             for block in file.read():  # as `BatchGeneration._import_shard` commits a shard
-                consumed += len(block)
+                consumed += block.size
                 due = time.monotonic() - ckpt.flushed_at >= GROUP_COMMIT_S
                 ckpt.commit_chunk(0, consumed, block, durable=due)
         ckpt.finish_batch(0, consumed, False)  # the batch's check of inputs, and its end

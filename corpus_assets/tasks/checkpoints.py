@@ -6,9 +6,10 @@ chunks that one commit makes durable (`commit_chunk`, `flush`), so a process kil
 instant resumes from the last committed chunk. Chunk admission is `admission.py`; the read-only
 views of the pool are `pool_views.py`. Calibration commits each finished
 call's responses with its provenance, then each graded chunk's scores, the same way; ranking
-chunks likewise. Candidate payloads, the dedup indexes and the excluded ids live here on disk;
-`CandidatePool` and `ScoreTable` give `select` a sequence and a mapping backed by the database,
-never a whole list in memory.
+chunks likewise. Candidate payloads, their keys and the excluded ids live here on disk (the
+task-id keys also in memory, 24 bytes per candidate: `key_index.py`); `CandidatePool` and
+`ScoreTable` give `select` a sequence and a mapping backed by the database, never a whole list
+in memory.
 """
 
 from __future__ import annotations
@@ -21,19 +22,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from corpus_assets.core.errors import DataError
 from corpus_assets.tasks.admission import (
     COUNTS,
     admit,
     input_conflict,
-    insert_candidates,
+    insert,
+    load_keys,
     lookup,
     pooled_ids,
     pooled_row,
 )
 from corpus_assets.tasks.cleaned import (
+    Block,
     Cleaned,
-    Row,
     canonical,
     payload_text,
     public_text,
@@ -47,6 +51,7 @@ from corpus_assets.tasks.types import JSON, DataSample, ProjectedRow
 __all__ = [  # with the names other modules import from here
     "BatchState",
     "BatchTaskIds",
+    "Block",
     "CandidatePool",
     "Checkpoints",
     "Cleaned",
@@ -54,7 +59,7 @@ __all__ = [  # with the names other modules import from here
     "canonical",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The pool's layout, in the database's user_version (a database of version 1 has 0 there)."""
 
 
@@ -80,13 +85,9 @@ CREATE TABLE IF NOT EXISTS candidates (
     task_id TEXT NOT NULL,
     input TEXT NOT NULL,
     metadata TEXT NOT NULL,
-    reference TEXT NOT NULL,
-    content_sha BLOB NOT NULL,
-    id_key INTEGER NOT NULL,
-    input_key INTEGER NOT NULL
+    reference TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS candidates_id ON candidates (id_key);
-CREATE INDEX IF NOT EXISTS candidates_batch ON candidates (batch, seq);
+CREATE TABLE IF NOT EXISTS pool_keys (first_seq INTEGER PRIMARY KEY, keys BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS excluded (task_id TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS scores (
     task_id TEXT NOT NULL,
@@ -157,6 +158,7 @@ class Checkpoints:
         self._check_schema()
         self.db.executescript(_SCHEMA)
         self._next_seq = self._pool_size()
+        self._keys = load_keys(self.db)
         self.flushed_at = time.monotonic()  # when chunks were last made durable
         self._excluding = self.excluded_count() > 0
         self._ranking: RankingTable | None = None
@@ -236,7 +238,7 @@ class Checkpoints:
         self,
         batch: int,
         consumed: int,
-        cleaned: Sequence[Row | None],
+        block: Block,
         durable: bool = True,
     ) -> dict[str, int]:
         """Admit one chunk's cleaned samples in order and advance the batch, atomically.
@@ -251,27 +253,34 @@ class Checkpoints:
         if not self.db.in_transaction:
             self.db.execute("BEGIN IMMEDIATE")
         try:
-            rows, counts = admit(self.db, self._excluding, batch, first_seq, cleaned)
+            admission = admit(self.db, self._keys, self._excluding, block)
         except BaseException:  # admission only reads: the group so far stays whole
             if durable:
                 self.flush()
             raise
         try:
-            insert_candidates(self.db, rows)
-            self._advance(batch, consumed, counts)
+            insert(self.db, batch, first_seq, block, admission)
+            self._advance(batch, consumed, admission.counts)
         except BaseException:
             self._abandon_group()
             raise
-        self._next_seq = first_seq + len(rows)
+        retained = len(admission.retained)
+        self._keys.add(
+            admission.id_keys,
+            admission.digests,
+            np.arange(first_seq, first_seq + retained, dtype=np.int64),
+        )
+        self._next_seq = first_seq + retained
         if durable:
             self.flush()
-        return counts
+        return admission.counts
 
     def _abandon_group(self) -> None:
         """Roll the open group back: the pool is what the last commit left."""
         if self.db.in_transaction:
             self.db.execute("ROLLBACK")
         self._next_seq = self._pool_size()
+        self._keys = load_keys(self.db)
 
     def flush(self) -> None:
         """Commit the open group of chunks, if any: durable from now on."""
@@ -285,7 +294,8 @@ class Checkpoints:
             raise
 
     def _pool_size(self) -> int:
-        return int(self.db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0])
+        """The retained candidates of every batch (a sum over batches, not a count of rows)."""
+        return int(self.db.execute("SELECT COALESCE(SUM(retained), 0) FROM batches").fetchone()[0])
 
     def _advance(self, batch: int, consumed: int, counts: dict[str, int]) -> None:
         """Set the batch's consumed count and add `counts` to its counts (one statement)."""
@@ -301,7 +311,7 @@ class Checkpoints:
         Raises DataError when one of its candidates has the public input of an earlier one with
         another reference (the batch stays unfinished)."""
         self.flush()
-        conflict = input_conflict(self.db, batch)
+        conflict = input_conflict(self.db, self.batch_range(batch)[0])
         if conflict is not None:
             raise DataError(conflict)
         with self.transaction():
@@ -311,27 +321,38 @@ class Checkpoints:
                 (int(truncated), batch),
             )
 
+    def batch_range(self, batch: int) -> tuple[int, int]:
+        """The pool positions of a batch's retained candidates: `start <= seq < stop`. Batches
+        are generated one after the other, so each one's candidates are numbered
+        consecutively after the earlier batches'."""
+        start, stop = self.db.execute(
+            "SELECT COALESCE(SUM(retained) FILTER (WHERE batch < ?), 0), "
+            "COALESCE(SUM(retained) FILTER (WHERE batch <= ?), 0) FROM batches",
+            (batch, batch),
+        ).fetchone()
+        return int(start), int(stop)
+
     def generated_total(self) -> int:
         return int(self.db.execute("SELECT COALESCE(SUM(consumed), 0) FROM batches").fetchone()[0])
 
     # -- the pool --------------------------------------------------------------------------
 
     def pool(self) -> CandidatePool:
-        return CandidatePool(self.db)
+        return CandidatePool(self.db, self._pool_size())
 
     def scores(self) -> ScoreTable:
         return ScoreTable(self.db)
 
     def first_unknown(self, task_ids: Sequence[str]) -> str | None:
         """The first of `task_ids` that is not a pooled candidate (looked up, not loaded)."""
-        known = pooled_ids(self.db, task_ids)
+        known = pooled_ids(self.db, self._keys, task_ids)
         return next((t for t in task_ids if t not in known), None)
 
     def samples_by_id(self, task_ids: Sequence[str]) -> list[DataSample]:
         """The pooled samples for `task_ids`, in that order (KeyError names a missing id)."""
         out = []
         for task_id in task_ids:
-            row = pooled_row(self.db, task_id)
+            row = pooled_row(self.db, self._keys, task_id)
             if row is None:
                 raise KeyError(task_id)
             out.append(sample_of(*row))
@@ -341,9 +362,9 @@ class Checkpoints:
         """One batch's retained candidates in pool order, a page at a time: (whole sample,
         public task) JSON."""
         cursor = self.db.execute(
-            "SELECT task_id, input, metadata, reference FROM candidates WHERE batch = ? "
-            "ORDER BY seq",
-            (batch,),
+            "SELECT task_id, input, metadata, reference FROM candidates "
+            "WHERE seq >= ? AND seq < ? ORDER BY seq",
+            self.batch_range(batch),
         )
         while rows := cursor.fetchmany(PAGE):
             yield [(payload_text(*row), public_text(*row[:3])) for row in rows]
@@ -362,22 +383,15 @@ class Checkpoints:
                 f"AND NOT EXISTS (SELECT 1 FROM {table} t "
                 "WHERE t.task_id = c.task_id AND t.repeat = 0)"
             )
-        last = -1
-        if skip:
-            row = self.db.execute(
-                "SELECT seq FROM candidates WHERE batch = ? ORDER BY seq LIMIT 1 OFFSET ?",
-                (batch, skip - 1),
-            ).fetchone()
-            if row is None:
-                return
-            last = int(row[0])
+        start, stop = self.batch_range(batch)
+        last = start + skip - 1
         while True:
             page = [
                 int(r[0])
                 for r in self.db.execute(
-                    f"SELECT seq FROM candidates c WHERE batch = ? AND seq > ? {where} "
+                    f"SELECT seq FROM candidates c WHERE seq > ? AND seq < ? {where} "
                     "ORDER BY seq LIMIT ?",
-                    (batch, last, size),
+                    (last, stop, size),
                 )
             ]
             if not page:
@@ -406,7 +420,7 @@ class Checkpoints:
     def batch_task_ids(self, batch: int) -> BatchTaskIds:
         """A batch's retained task ids in pool order (`work/batch-N-candidates.jsonl`), read
         from the database on demand."""
-        return BatchTaskIds(self.db, batch)
+        return BatchTaskIds(self.db, *self.batch_range(batch))
 
     def commit_call(
         self,

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import marshal
+import struct
+import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from corpus_assets.tasks.types import JSON, DataSample, PublicTask
@@ -131,10 +135,112 @@ class Cleaned(NamedTuple):
 
 
 Row = tuple[str, str, str, str, bytes, int, int]
-"""A `Cleaned` as a plain tuple: what crosses from a worker to the coordinator (pickled or in a
-shard file) and what the pool inserts."""
+"""A `Cleaned` as a plain tuple, in its field order."""
 
 
-def row(cleaned: Cleaned | None) -> Row | None:
-    """The plain tuple of a cleaned sample (None for a rejected one)."""
-    return None if cleaned is None else tuple(cleaned)  # type: ignore[return-value]
+@dataclass(frozen=True, slots=True)
+class Block:
+    """Consecutive generated samples, cleaned, column by column: what a worker hands to the
+    coordinator (pickled, or as one `marshal` value of a shard file) and what the pool admits
+    in one step. The coordinator reads the keys and digests as arrays without a Python object
+    per candidate, and inserts the texts as they came.
+
+    `kept` has one byte per generated sample: 1 when `clean` kept it, 0 when it rejected it.
+    The other fields hold the kept samples' `Cleaned` fields in order: four lists of texts, the
+    32-byte content digests concatenated, and the two keys as native int64s.
+    """
+
+    kept: bytes
+    task_ids: list[str]
+    inputs: list[str]
+    metadata: list[str]
+    references: list[str]
+    digests: bytes
+    id_keys: bytes
+    input_keys: bytes
+
+    @classmethod
+    def of(cls, cleaned: Sequence[Cleaned | Row | None]) -> Block:
+        kept = [c for c in cleaned if c is not None]
+        return cls(
+            bytes(c is not None for c in cleaned),
+            [c[0] for c in kept],
+            [c[1] for c in kept],
+            [c[2] for c in kept],
+            [c[3] for c in kept],
+            b"".join([c[4] for c in kept]),
+            _int64s([c[5] for c in kept]),
+            _int64s([c[6] for c in kept]),
+        )
+
+    @property
+    def size(self) -> int:
+        """Generated samples, rejected ones included."""
+        return len(self.kept)
+
+    @property
+    def count(self) -> int:
+        """Kept samples."""
+        return len(self.task_ids)
+
+    def rows(self) -> list[Row | None]:
+        """Each generated sample's `Row`, or None where it was rejected."""
+        ids, inputs, keys = self.task_ids, self.input_keys, self.id_keys
+        kept = iter(range(self.count))
+        out: list[Row | None] = []
+        for flag in self.kept:
+            if not flag:
+                out.append(None)
+                continue
+            i = next(kept)
+            out.append(
+                (
+                    ids[i],
+                    self.inputs[i],
+                    self.metadata[i],
+                    self.references[i],
+                    self.digests[32 * i : 32 * i + 32],
+                    int.from_bytes(keys[8 * i : 8 * i + 8], sys.byteorder, signed=True),
+                    int.from_bytes(inputs[8 * i : 8 * i + 8], sys.byteorder, signed=True),
+                )
+            )
+        return out
+
+    def after(self, skip: int) -> Block:
+        """The samples after the first `skip`."""
+        if not skip:
+            return self
+        drop = sum(self.kept[:skip])
+        return Block(
+            self.kept[skip:],
+            self.task_ids[drop:],
+            self.inputs[drop:],
+            self.metadata[drop:],
+            self.references[drop:],
+            self.digests[32 * drop :],
+            self.id_keys[8 * drop :],
+            self.input_keys[8 * drop :],
+        )
+
+    def to_marshal(self) -> bytes:
+        return marshal.dumps(tuple(getattr(self, f) for f in self.__slots__))
+
+    @classmethod
+    def from_marshal(cls, data: bytes) -> Block:
+        """A block back from `to_marshal`; ValueError when `data` is not one."""
+        fields = marshal.loads(data)
+        if not (isinstance(fields, tuple) and len(fields) == len(cls.__slots__)):
+            raise ValueError("a shard file block that is not a block of cleaned samples")
+        block = cls(*fields)
+        count = block.count
+        if not (
+            sum(block.kept) == count
+            and len(block.digests) == 32 * count
+            and len(block.id_keys) == len(block.input_keys) == 8 * count
+        ):
+            raise ValueError("a shard file block whose columns do not line up")
+        return block
+
+
+def _int64s(values: list[int]) -> bytes:
+    return struct.pack(f"={len(values)}q", *values)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corpus_assets.tasks.checkpoints import Checkpoints
+from corpus_assets.tasks.checkpoints import Block, Checkpoints
 from corpus_assets.tasks.config import ExecutionSpec
 from corpus_assets.tasks.job_control import JobCancelled
 from corpus_assets.tasks.shards import ShardFile, checked_plan
@@ -145,12 +145,12 @@ class BatchGeneration:
         if end > consumed:
             done = max(consumed, position)
             for block in file.read(done - position):
-                done += len(block)
+                done += block.size
                 self._commit_rows(batch, done, block)
         return end
 
-    def _commit_rows(self, batch: int, consumed: int, rows: list[Any]) -> None:
-        self.ckpt.commit_chunk(batch, consumed, rows, durable=self._flush_due())
+    def _commit_rows(self, batch: int, consumed: int, block: Block) -> None:
+        self.ckpt.commit_chunk(batch, consumed, block, durable=self._flush_due())
         self.chunk_done(batch)
         if self.cancel.is_set():
             raise JobCancelled(f"cancelled during batch {batch}")

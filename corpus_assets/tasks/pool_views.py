@@ -19,9 +19,9 @@ PAGE = 512  # rows fetched per round trip when streaming the pool
 class CandidatePool(Sequence[DataSample]):
     """The retained candidates in pool order, read from the database on demand."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-        self._len = int(db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0])
+    def __init__(self, db: sqlite3.Connection, size: int) -> None:
+        """The `size` candidates at pool positions 0 to size - 1."""
+        self._db, self._len = db, size
 
     def __len__(self) -> int:
         return self._len
@@ -68,11 +68,10 @@ class BatchTaskIds(Sequence[str]):
     """One batch's retained task ids in pool order, read a page at a time (use it on the
     thread that made it: the coordinator's)."""
 
-    def __init__(self, db: sqlite3.Connection, batch: int) -> None:
-        self._db, self._batch = db, batch
-        self._len = int(
-            db.execute("SELECT COUNT(*) FROM candidates WHERE batch = ?", (batch,)).fetchone()[0]
-        )
+    def __init__(self, db: sqlite3.Connection, start: int, stop: int) -> None:
+        """The candidates at pool positions `start <= seq < stop` (`Checkpoints.batch_range`)."""
+        self._db, self._start = db, start
+        self._len = stop - start
 
     def __len__(self) -> int:
         return self._len
@@ -89,18 +88,17 @@ class BatchTaskIds(Sequence[str]):
         if not 0 <= index < self._len:
             raise IndexError("batch task index out of range")
         row = self._db.execute(
-            "SELECT task_id FROM candidates WHERE batch = ? ORDER BY seq LIMIT 1 OFFSET ?",
-            (self._batch, index),
+            "SELECT task_id FROM candidates WHERE seq = ?", (self._start + index,)
         ).fetchone()
         return str(row[0])
 
     def __iter__(self) -> Iterator[str]:
-        last = -1
+        last, stop = self._start - 1, self._start + self._len
         while True:
             rows = self._db.execute(
-                "SELECT seq, task_id FROM candidates WHERE batch = ? AND seq > ? "
+                "SELECT seq, task_id FROM candidates WHERE seq > ? AND seq < ? "
                 "ORDER BY seq LIMIT ?",
-                (self._batch, last, PAGE),
+                (last, stop, PAGE),
             ).fetchall()
             if not rows:
                 return

@@ -2,12 +2,12 @@
 
 A recipe with `generation_shards` and `generate_shard` hooks has its batch planned as contiguous
 ranges of its `generate` stream. A worker generates and cleans one range and writes it to
-`work/generation-B-S.rows` (one row per generated sample: the cleaned candidate's `Row`, ready
-to insert, or None when `clean` rejected it; in blocks of BLOCK_ROWS rows, each one `marshal`
-value after its length), then a JSON sidecar `generation-B-S.json` with the range, the row
-count and the file's sha256, both owner-only and crash-safe. The coordinator
-imports the rows in shard order, so deduplication and the pool are what serial generation gives.
-A shard file whose sidecar matches is reused on resume, even when its rows were never committed.
+`work/generation-B-S.rows` (the generated samples, cleaned, ready to admit: in `Block`s of
+BLOCK_ROWS samples, each one `marshal` value after its length), then a JSON sidecar
+`generation-B-S.json` with the range, the row count and the file's sha256, both owner-only and
+crash-safe. The coordinator imports the rows in shard order, so deduplication and the pool are
+what serial generation gives. A shard file whose sidecar matches is reused on resume, even when
+its rows were never committed.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import marshal
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -23,24 +22,24 @@ from pathlib import Path
 from typing import IO, Any
 
 from corpus_assets.core.errors import CorpusError
-from corpus_assets.tasks.cleaned import Cleaned, Row, row
+from corpus_assets.tasks.cleaned import Block, Cleaned
 from corpus_assets.tasks.files import private_writer, write_private_json
 from corpus_assets.tasks.types import GenerationShard
 
 HOOKS = ("generation_shards", "generate_shard")
-BLOCK_ROWS = 1024  # rows per block of a shard file: written, hashed and read back as one
+BLOCK_ROWS = 1024  # samples per block of a shard file: written, hashed and read back as one
 _LENGTH = struct.Struct("<I")  # a block's byte length, before the block
 
 
-def block_bytes(rows: list[Row | None]) -> bytes:
-    """One block of a shard file: its length, then the rows as one `marshal` value (a list of
-    plain tuples of str, bytes and int, or None for a rejected sample), which the coordinator
-    reads back with one C call per block instead of parsing each row."""
-    data = marshal.dumps(rows)
+def block_bytes(block: Block) -> bytes:
+    """One block of a shard file: its length, then the block as one `marshal` value (lists of
+    texts and byte strings), which the coordinator reads back with one C call per block
+    instead of parsing each row."""
+    data = block.to_marshal()
     return _LENGTH.pack(len(data)) + data
 
 
-def read_blocks(fh: IO[bytes]) -> Iterator[list[Row | None]]:
+def read_blocks(fh: IO[bytes]) -> Iterator[Block]:
     """The blocks of a shard file, one read each; ValueError when the file does not end where
     a block does (cut short, or not a shard file)."""
     while head := fh.read(_LENGTH.size):
@@ -48,19 +47,16 @@ def read_blocks(fh: IO[bytes]) -> Iterator[list[Row | None]]:
         data = fh.read(size) if size >= 0 else b""
         if size < 0 or len(data) != size:
             raise ValueError("a shard file block cut short")
-        rows = marshal.loads(data)
-        if not isinstance(rows, list):
-            raise ValueError("a shard file block that is not a list of rows")
-        yield rows
+        yield Block.from_marshal(data)
 
 
-def _write_block(fh: IO[bytes], sha: Any, block: list[Row | None]) -> int:
-    """Write and hash the rows as one block, empty the list; how many there were."""
-    data = block_bytes(block)
+def _write_block(fh: IO[bytes], sha: Any, samples: list[Cleaned | None]) -> int:
+    """Write and hash the samples as one block, empty the list; how many there were."""
+    data = block_bytes(Block.of(samples))
     fh.write(data)
     sha.update(data)
-    count = len(block)
-    block.clear()
+    count = len(samples)
+    samples.clear()
     return count
 
 
@@ -117,9 +113,9 @@ class ShardFile:
         sha, count = hashlib.sha256(), 0
         try:
             with private_writer(self.rows_path) as fh:
-                block: list[Row | None] = []
+                block: list[Cleaned | None] = []
                 for cleaned in _passing_errors(rows):
-                    block.append(row(cleaned))
+                    block.append(cleaned)
                     if len(block) == BLOCK_ROWS:
                         count += _write_block(fh, sha, block)
                 if block:
@@ -146,21 +142,21 @@ class ShardFile:
         if sidecar.get("sha256") != hashlib.sha256(data).hexdigest():
             return None
         try:
-            count = sum(len(block) for block in read_blocks(io.BytesIO(data)))
+            count = sum(block.size for block in read_blocks(io.BytesIO(data)))
         except (ValueError, EOFError, TypeError):
             return None
         if not isinstance(rows, int) or count != rows:
             return None
         return rows
 
-    def read(self, skip: int = 0) -> Iterator[list[Row | None]]:
-        """The rows after the first `skip`, a block at a time."""
+    def read(self, skip: int = 0) -> Iterator[Block]:
+        """The samples after the first `skip`, a block at a time."""
         with self.rows_path.open("rb") as fh:
             for block in read_blocks(fh):
-                if skip >= len(block):
-                    skip -= len(block)
+                if skip >= block.size:
+                    skip -= block.size
                     continue
-                yield block[skip:] if skip else block
+                yield block.after(skip)
                 skip = 0
 
     def remove(self) -> None:

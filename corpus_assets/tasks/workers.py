@@ -24,7 +24,7 @@ from typing import Any
 
 from corpus_assets.core.errors import CorpusError, TransientError
 from corpus_assets.core.stages.local_pool import WorkerDied, open_pool
-from corpus_assets.tasks.cleaned import Cleaned, Row, row
+from corpus_assets.tasks.cleaned import Block, Cleaned
 from corpus_assets.tasks.factory import load_factory
 from corpus_assets.tasks.ranking import RankedCandidate
 from corpus_assets.tasks.shards import ShardFile
@@ -121,11 +121,11 @@ def _recipe() -> Recipe:
     return recipe
 
 
-def clean_chunk(payloads: list[dict[str, JSON]]) -> list[Row | None]:
-    """Clean one chunk of samples in a worker: each one encoded, hashed and keyed, as the plain
-    row the pool inserts, or None if rejected."""
+def clean_chunk(payloads: list[dict[str, JSON]]) -> Block:
+    """Clean one chunk of samples in a worker: each one encoded, hashed and keyed, as the block
+    the pool admits."""
     recipe = _recipe()
-    return [row(_cleaned(recipe, DataSample.from_json(payload))) for payload in payloads]
+    return Block.of([_cleaned(recipe, DataSample.from_json(payload)) for payload in payloads])
 
 
 def _cleaned(recipe: Recipe, sample: DataSample) -> Cleaned | None:

@@ -12,7 +12,7 @@ import pytest
 from corpus_assets.core.errors import DataError
 from corpus_assets.tasks import cleaned as cleaned_module
 from corpus_assets.tasks.checkpoints import Checkpoints, Cleaned
-from corpus_assets.tasks.cleaned import Row, row
+from corpus_assets.tasks.cleaned import Block, Row
 from corpus_assets.tasks.types import DataSample, PublicTask
 
 
@@ -23,9 +23,7 @@ def one_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def cleaned(task_id: str, task_input: str, reference: str) -> Row:
-    found = row(Cleaned.of(DataSample(PublicTask(task_id, task_input, {}), reference)))
-    assert found is not None
-    return found
+    return tuple(Cleaned.of(DataSample(PublicTask(task_id, task_input, {}), reference)))  # type: ignore[return-value]
 
 
 def pooled(ckpt: Checkpoints) -> list[str]:
@@ -37,13 +35,13 @@ def test_task_ids_sharing_a_key_are_two_tasks_and_duplicates_still_found(tmp_pat
     ckpt = Checkpoints(tmp_path / "c.sqlite3")
     a, b, c = cleaned("a", "A", "1"), cleaned("b", "B", "2"), cleaned("c", "C", "3")
     assert a[5] == b[5] == c[5] == a[6] == b[6]
-    assert ckpt.commit_chunk(0, 2, [a, b]) == {
+    assert ckpt.commit_chunk(0, 2, Block.of([a, b])) == {
         "rejected": 0,
         "duplicates": 0,
         "excluded": 0,
         "retained": 2,
     }
-    counts = ckpt.commit_chunk(0, 6, [c, b, None, a])
+    counts = ckpt.commit_chunk(0, 6, Block.of([c, b, None, a]))
     assert counts == {"rejected": 1, "duplicates": 2, "excluded": 0, "retained": 1}
     assert pooled(ckpt) == ["a", "b", "c"]
     assert ckpt.first_unknown(["a", "b", "c", "d"]) == "d"
@@ -55,11 +53,11 @@ def test_task_ids_sharing_a_key_are_two_tasks_and_duplicates_still_found(tmp_pat
 @pytest.mark.usefixtures("one_key")
 def test_a_task_id_with_other_content_fails_behind_a_key_it_shares(tmp_path: Path) -> None:
     ckpt = Checkpoints(tmp_path / "c.sqlite3")
-    ckpt.commit_chunk(0, 2, [cleaned("a", "A", "1"), cleaned("b", "B", "2")])
+    ckpt.commit_chunk(0, 2, Block.of([cleaned("a", "A", "1"), cleaned("b", "B", "2")]))
     with pytest.raises(DataError, match="conflicting references: task 'b' was cleaned twice"):
-        ckpt.commit_chunk(0, 3, [cleaned("b", "B", "9")])
+        ckpt.commit_chunk(0, 3, Block.of([cleaned("b", "B", "9")]))
     with pytest.raises(DataError, match="'a' names two different cleaned samples"):
-        ckpt.commit_chunk(0, 3, [cleaned("a", "other", "1")])
+        ckpt.commit_chunk(0, 3, Block.of([cleaned("a", "other", "1")]))
     assert pooled(ckpt) == ["a", "b"]  # the failed chunks left nothing
 
 
@@ -72,13 +70,13 @@ def test_an_input_with_another_reference_fails_its_batch_naming_the_first_pair(
     later = [cleaned("s", "same", "2"), cleaned("t", "other", "6"), cleaned("u", "same", "3")]
     batch = 0
     if where == "one chunk":
-        ckpt.commit_chunk(0, 6, rows + later)
+        ckpt.commit_chunk(0, 6, Block.of(rows + later))
     else:
-        ckpt.commit_chunk(0, 3, rows)
+        ckpt.commit_chunk(0, 3, Block.of(rows))
         if where == "two batches":
             ckpt.finish_batch(0, 3, False)  # same input, same reference: no conflict
             batch = 1
-        ckpt.commit_chunk(batch, 3, later)
+        ckpt.commit_chunk(batch, 3, Block.of(later))
     assert pooled(ckpt) == ["p", "q", "r", "s", "t", "u"]
     with pytest.raises(DataError) as err:
         ckpt.finish_batch(batch, 3, False)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from corpus_assets.tasks.checkpoints import Cleaned, canonical
-from corpus_assets.tasks.cleaned import key64, payload_text, row, sample_of, task_key
+from corpus_assets.tasks.cleaned import Row, key64, payload_text, sample_of, task_key
 from corpus_assets.tasks.files import jsonl_line
 from corpus_assets.tasks.shards import BLOCK_ROWS, ShardFile
 from corpus_assets.tasks.types import JSON, DataSample, GenerationShard, PublicTask
@@ -74,12 +74,15 @@ def test_shard_rows_read_back_as_written(tmp_path: Path, task_id: str) -> None:
     assert shard.write(written) == len(written)
     assert shard.verified_rows() == len(written)
     blocks = list(shard.read())
-    assert [len(b) for b in blocks] == [BLOCK_ROWS, 4]
-    assert [r for b in blocks for r in b] == [row(r) for r in written]
-    assert [r for b in shard.read(BLOCK_ROWS + 1) for r in b] == [
-        row(r) for r in written[BLOCK_ROWS + 1 :]
-    ]
+    assert [b.size for b in blocks] == [BLOCK_ROWS, 4]
+    assert [r for b in blocks for r in b.rows()] == [row(r) for r in written]
+    for skip in (1, 2, BLOCK_ROWS - 1, BLOCK_ROWS, BLOCK_ROWS + 1, len(written)):
+        assert [r for b in shard.read(skip) for r in b.rows()] == [row(r) for r in written[skip:]]
     assert payload_text(*written[0][:4]) == canonical(samples[0].to_json())  # type: ignore[index]
+
+
+def row(cleaned: Cleaned | None) -> Row | None:
+    return None if cleaned is None else tuple(cleaned)  # type: ignore[return-value]
 
 
 def test_a_shard_file_cut_short_is_not_reused(tmp_path: Path) -> None:

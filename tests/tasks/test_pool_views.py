@@ -12,13 +12,13 @@ import pytest
 
 from corpus_assets.recipes.arithmetic import create_recipe
 from corpus_assets.tasks.admission import lookup
-from corpus_assets.tasks.checkpoints import Checkpoints, Cleaned
+from corpus_assets.tasks.checkpoints import Block, Checkpoints, Cleaned
 from corpus_assets.tasks.types import DataSample, GenerateContext, PublicTask
 
 
 def _pooled(tmp_path: Path, samples: list[DataSample]) -> Checkpoints:
     ckpt = Checkpoints(tmp_path / "checkpoints.sqlite3")
-    ckpt.commit_chunk(0, len(samples), [Cleaned.of(s) for s in samples])
+    ckpt.commit_chunk(0, len(samples), Block.of([Cleaned.of(s) for s in samples]))
     return ckpt
 
 
