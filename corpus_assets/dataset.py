@@ -14,7 +14,9 @@ dataset is opened, pyarrow only when `provenance` reads ids from the shard Parqu
 A published build opens by its URL (`s3://BUCKET/PREFIX`, `https://…`, `hf://…`, any fsspec
 URL that `corpus publish` wrote to): the token and index files are read where they are, by
 ranged reads of REMOTE_BLOCK bytes cached per file (REMOTE_CACHE_BLOCKS of them), never copied
-whole. Run `corpus verify URL` once to check the published bytes against the manifest.
+whole. Run `corpus verify URL` once to check the published bytes against the manifest. A
+ranged read that answers other bytes than asked (a server that ignores ranges, a cut body) or,
+over S3, comes from an object whose ETag changed since it was opened, fails in one line.
 """
 
 from __future__ import annotations
@@ -269,7 +271,10 @@ class _RemoteFiles:
     def __init__(self, location: str) -> None:
         import fsspec
 
-        self.fs, path = fsspec.core.url_to_fs(location)
+        # S3: every ranged GET's ETag is compared here with the one the file had when opened,
+        # so an object replaced while it is read fails even behind a server that ignores If-Match
+        pinned = {"local_expiry_check": True} if location.startswith(("s3://", "s3a://")) else {}
+        self.fs, path = fsspec.core.url_to_fs(location, **pinned)
         if not path.endswith(".json"):
             path = posixpath.join(path.rstrip("/"), MANIFEST)
         self._scheme = location.split("://", 1)[0]
@@ -294,11 +299,15 @@ class _RemoteFiles:
             cache_type="blockcache",
             cache_options={"maxblocks": REMOTE_CACHE_BLOCKS},
         )
+        cache = getattr(fh, "cache", None)  # a remote file's blocks (file:// has none)
+        if cache is not None:
+            cache.fetcher = _whole_ranges(cache.fetcher, f"{self._scheme}://{path}", fh.size)
         self._open.append(fh)
         return fh
 
     def array(self, name: str, dtype: np.dtype[Any], size: int) -> _RemoteArray:
-        return _RemoteArray(self.open(posixpath.join(self.folder, name)), dtype, size)
+        path = posixpath.join(self.folder, name)
+        return _RemoteArray(self.open(path), dtype, size, f"{self._scheme}://{path}")
 
     def relative(self, path: str, parent: bool = False) -> str:
         target = posixpath.normpath(posixpath.join(self.folder, path))
@@ -314,8 +323,8 @@ class _RemoteArray:
     """A published file of fixed-size items: `len`, an item, or a slice (step 1) read as a new
     read-only array."""
 
-    def __init__(self, fh: Any, dtype: np.dtype[Any], size: int) -> None:
-        self.fh, self.dtype = fh, dtype
+    def __init__(self, fh: Any, dtype: np.dtype[Any], size: int, url: str) -> None:
+        self.fh, self.dtype, self.url = fh, dtype, url
         self.count = size // dtype.itemsize
 
     def __len__(self) -> int:
@@ -337,10 +346,21 @@ class _RemoteArray:
 
         size = self.dtype.itemsize
         self.fh.seek(start * size)
-        data = self.fh.read((stop - start) * size)
+        try:
+            data = self.fh.read((stop - start) * size)
+        except OSError as exc:
+            from s3fs.utils import FileExpired  # an object that changed while it was read
+
+            if not isinstance(exc, FileExpired):
+                raise
+            raise OSError(
+                f"{self.url} changed while it was read (its ETag is not the one it had when "
+                "the dataset opened it); open the dataset again, and `corpus verify URL` "
+                "checks the published bytes"
+            ) from None
         if len(data) != (stop - start) * size:
             raise OSError(
-                f"{self.fh.path}: short read at byte {start * size} (changed since "
+                f"{self.url}: short read at byte {start * size} (changed since "
                 "it was published? corpus verify URL checks it)"
             )
         out = np.frombuffer(data, dtype=self.dtype)
@@ -348,6 +368,24 @@ class _RemoteArray:
 
 
 _Files = _LocalFiles | _RemoteFiles
+
+
+def _whole_ranges(fetch: Any, url: str, size: int) -> Any:
+    """`fetch(start, end)` that refuses any answer but exactly bytes start..end-1 (to the end of
+    the file): a server that ignores the range (the whole file from byte 0) or cuts the body
+    would otherwise have its bytes read as the ones asked for."""
+
+    def fetched(start: int, end: int) -> bytes:
+        data: bytes = fetch(start, end)
+        want = max(min(end, size) - start, 0)
+        if len(data) != want:
+            raise OSError(
+                f"{url}: asked for bytes {start}-{end - 1}, the server sent {len(data)} bytes "
+                f"instead of {want} (it ignored the range or cut the body); nothing of it is used"
+            )
+        return data
+
+    return fetched
 
 
 def _idx(bin_name: str) -> str:

@@ -119,8 +119,9 @@ class MixtureDataset:
         locations = [component_location(self.folder, c["location"]) for c in entries]
         shas = {c["name"]: manifest_sha256(loc) for c, loc in zip(entries, locations, strict=True)}
         check_components(self.manifest, self.folder, shas)
-        runs = _load(self.folder, "runs.npy")
-        index = _load(self.folder, f"{split}.npy")
+        files = {f["name"]: f for f in self.manifest.get("files", [])}
+        runs = _load(self.folder, "runs.npy", files)
+        index = _load(self.folder, f"{split}.npy", files)
         self._component = np.array(index["component"])  # in memory: a sample is two lookups
         self._position = np.array(index["position"])
         self._count = len(self._position)
@@ -320,9 +321,20 @@ def _read_bytes(path: str) -> bytes:
     return data
 
 
-def _load(folder: str, name: str) -> npt.NDArray[Any]:
+def _load(folder: str, name: str, files: dict[str, dict[str, Any]]) -> npt.NDArray[Any]:
+    """An index file: mapped on disk, or read whole from a URL and checked against the
+    manifest (a changed or cut file would put samples in the wrong places)."""
     if "://" in folder:
-        array: npt.NDArray[Any] = np.load(io.BytesIO(_read_bytes(f"{folder}/{name}")))
+        url = f"{folder}/{name}"
+        data = _read_bytes(url)
+        entry, sha = files.get(name, {}), hashlib.sha256(data).hexdigest()
+        if (len(data), sha) != (entry.get("bytes"), entry.get("sha256")):
+            raise ValueError(
+                f"{url} is not the file the mixture's manifest lists ({len(data)} bytes, sha256 "
+                f"{sha[:12]}; the manifest: {entry.get('bytes')} bytes, "
+                f"{str(entry.get('sha256'))[:12]}); publish the mixture again"
+            )
+        array: npt.NDArray[Any] = np.load(io.BytesIO(data))
         return array
     mapped: npt.NDArray[Any] = np.load(os.path.join(folder, name), mmap_mode="r")
     return mapped

@@ -9,8 +9,11 @@ read whole, then
 - `corrupt = (old, new, times)` replaces `old` by `new` (same length) in the next `times`
   object bodies that hold it: the bytes a faulty network or disk would give, under the object's
   true ETag.
+- `ignore` names request headers the proxy drops before forwarding (e.g. `{"range"}`: every
+  GET answered with the whole object, as a server that does not do ranges; `{"if-match"}`: a
+  server that serves whatever the object holds now).
 
-`gets` counts the GETs of each object, `corrupted` and `cuts` the faults really made.
+`gets` counts the GETs of each object, `corrupted`, `cuts` and `ignored` the faults really made.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ class S3Proxy:
         self.before_get: Callable[[str, int], None] | None = None
         self.cut: dict[tuple[str, int], int] = {}
         self.corrupt: tuple[bytes, bytes, int] | None = None
+        self.ignore: set[str] = set()
+        self.ignored = 0  # requests that had a header of `ignore` dropped
         self.gets: Counter[str] = Counter()
         self.corrupted = 0
         self.cuts = 0
@@ -81,7 +86,11 @@ class S3Proxy:
         if target is not None and self.before_get is not None:
             self.before_get(*target)
         upstream = http.client.HTTPConnection(self.host, self.port, timeout=30)
-        headers = {k: v for k, v in handler.headers.items() if k.lower() not in HOP}
+        dropped = HOP | self.ignore
+        headers = {k: v for k, v in handler.headers.items() if k.lower() not in dropped}
+        if any(k.lower() in self.ignore for k in handler.headers):
+            with self.lock:
+                self.ignored += 1
         upstream.request(handler.command, handler.path, body=body, headers=headers)
         resp = upstream.getresponse()
         data = resp.read()
