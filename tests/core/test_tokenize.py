@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -539,3 +540,51 @@ def test_ids_match_encode_with_a_post_processor(tmp_path: Path) -> None:
     ids, _ = load_encoder(info).encode(pa.array(texts))
     assert ids.tolist() == [x for t in texts for x in [*tok.encode(t).ids, 1]]
     assert ids.tolist()[:4] == [2, 4, 5, 1]  # <s> w1 w2 </s>, then EOS (</s> = 1)
+
+
+def test_a_process_loads_one_tokenizer_once_wherever_its_file_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ray node without the shared root gets the tokenizer file at a new path for every
+    shard: the same file (by sha256) is loaded once per process, another file again."""
+    from corpus_assets.core.stages import tokenize_pool
+
+    cfg = make_config(tmp_path, {"id": "gpt2", "path": str(GPT2)})
+    layout = Layout(tmp_path)
+    write_shards(layout.shards(cfg), tiny_docs(60), 2, cfg)
+    shards = read_shards(layout.shards(cfg))
+    info = resolve_tokenizer(cfg)
+    loads: list[str | None] = []
+
+    def counted(loaded: TokenizerInfo) -> Any:
+        loads.append(loaded.file)
+        return load_encoder(loaded)
+
+    monkeypatch.setattr(tokenize_pool, "_encoder", None)
+    monkeypatch.setattr(tokenize_pool, "load_encoder", counted)
+    outputs = []
+    for n, name in enumerate(["shard-00000.parquet", "shard-00001.parquet", "shard-00000.parquet"]):
+        copy = tmp_path / f"moved-{n}" / "tokenizer.json"
+        copy.parent.mkdir()
+        copy.write_bytes(GPT2.read_bytes() + (b" " if n == 2 else b""))  # the third: other bytes
+        moved = replace(info, file=str(copy), sha256=hashlib.sha256(copy.read_bytes()).hexdigest())
+        out = tmp_path / f"out-{n}"
+        out.mkdir()
+        task = ShardTask(
+            shard=name,
+            shard_path=str(shards.folder / name),
+            shard_sha256=next(s["sha256"] for s in shards.shards if s["name"] == name),
+            rows=30,
+            size=next(s["bytes"] for s in shards.shards if s["name"] == name),
+            out_dir=str(out),
+            marker=str(out / "marker.json"),
+            tokenizer=moved,
+            batch_size=7,
+        )
+        run_task(task)
+        outputs.append((out / name.replace(".parquet", ".bin")).read_bytes())
+    assert loads == [
+        str(tmp_path / "moved-0" / "tokenizer.json"),
+        str(tmp_path / "moved-2" / "tokenizer.json"),
+    ]
+    assert outputs[2] == outputs[0]  # the same ids: a trailing space changes no vocabulary

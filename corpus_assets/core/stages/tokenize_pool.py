@@ -221,7 +221,9 @@ class _Shared:
 
 
 _shared: _Shared | None = None
-_encoder: tuple[TokenizerInfo, Encoder] | None = None
+_encoder: tuple[object, Encoder] | None = None
+"""The last encoder this process loaded, by `_encoder_key`: a Ray node that tokenizes shard
+after shard loads it once, though each task has the tokenizer file at its own path."""
 
 
 def _init_worker(shared: _Shared, parent_pid: int) -> None:
@@ -256,14 +258,21 @@ def run_tasks(tasks: list[ShardTask], report: Report, threads: int) -> None:
     if not tasks:
         return
     info = tasks[0].tokenizer
-    if _encoder is None or _encoder[0] != info:
-        _encoder = (info, load_encoder(info))
+    key = _encoder_key(info)
+    if _encoder is None or _encoder[0] != key:
+        _encoder = (key, load_encoder(info))
     with closing(_encoded(_batches_of(tasks), _encoder[1], threads)) as stream:
         for task in tasks:
             out, stem = Path(task.out_dir), Path(task.shard).stem
             batches = _until_end(stream)
             files = _write_pair(task, batches, out / f"{stem}.bin", out / f"{stem}.idx", report)
             write_json(Path(task.marker), {"key": task.key(), "files": files})
+
+
+def _encoder_key(info: TokenizerInfo) -> object:
+    """What decides the encoder: the tokenizer's identity (its file's sha256, not where the
+    file is), or the whole info for a tokenizer without a digest."""
+    return json.dumps(info.identity(), sort_keys=True) if info.sha256 is not None else info
 
 
 _END: tuple[None, None, int] = (None, None, 0)  # closes one shard's batches in the stream
