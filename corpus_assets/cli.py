@@ -500,8 +500,8 @@ def cmd_export_tokens(args: argparse.Namespace) -> int:
 
     from corpus_assets.core.stages.export_tokens import export_tokens, tokens_manifest_of
 
-    path = Path(args.path)
-    if not path.exists():
+    path: Path | str = args.path if "://" in args.path else Path(args.path)
+    if isinstance(path, Path) and not path.exists():
         raise _usage(f"{path}: no such file or folder")
     done = export_tokens(tokens_manifest_of(path), args.format, args.to, _emit)
     _print_json(dataclasses.asdict(done))
@@ -615,7 +615,7 @@ def _parser() -> argparse.ArgumentParser:
         help="export a token build as Megatron-LM's or nanotron's token files (the bytes "
         "datatrove's writers make), to a new folder or s3://... (docs/training.md)",
     )
-    x.add_argument("path", help="a tokens _MANIFEST.json or its folder")
+    x.add_argument("path", help="a tokens _MANIFEST.json or its folder, or a published build's URL")
     x.add_argument("--format", required=True, choices=("megatron", "nanotron"))
     x.add_argument(
         "--to", required=True, help="a new folder, or s3://BUCKET/PREFIX (any fsspec URL)"

@@ -204,6 +204,44 @@ def test_an_export_to_s3_is_published_and_verifies_there(
         assert json.loads(again.stdout)["reused"] is True, again.stderr
 
 
+def test_a_published_build_exports_the_same_bytes_as_the_one_on_disk(tmp_path: Path) -> None:
+    """From its URL, to a folder and to another URL; a published token file changed since it
+    was published is refused in one line and nothing is written."""
+    _, _, tokens = build(tmp_path / "root", {"id": "bytes"}, tiny_docs(300), n_shards=3)
+    local = corpus("export-tokens", tokens, "--format", "nanotron", "--to", tmp_path / "local")
+    assert local.returncode == 0, local.stderr
+    with s3_server(tmp_path / "s3") as env:
+        client = s3_client(env)
+        client.create_bucket(Bucket="pub")
+        env = {**ENV, **env}
+        assert corpus("publish", tokens / "_MANIFEST.json", "s3://pub/t", env=env).returncode == 0
+        done = corpus(
+            "export-tokens", "s3://pub/t", "--format", "nanotron", "--to", tmp_path / "out", env=env
+        )
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["documents"] == json.loads(local.stdout)["documents"]
+        for path in sorted((tmp_path / "local").iterdir()):  # the export manifest too
+            assert (tmp_path / "out" / path.name).read_bytes() == path.read_bytes(), path.name
+        remote = corpus(
+            "export-tokens", "s3://pub/t/", "--format", "nanotron", "--to", "s3://pub/n", env=env
+        )
+        assert remote.returncode == 0, remote.stderr
+        assert corpus("verify", "s3://pub/n", env=env).returncode == 0
+        body = client.get_object(Bucket="pub", Key="n/_MANIFEST.json")["Body"].read()
+        assert body == (tmp_path / "local" / "_MANIFEST.json").read_bytes()
+        key = "t/shard-00002.bin"
+        data = bytearray(client.get_object(Bucket="pub", Key=key)["Body"].read())
+        data[7] ^= 1
+        client.put_object(Bucket="pub", Key=key, Body=bytes(data))
+        bad = corpus(
+            "export-tokens", "s3://pub/t", "--format", "nanotron", "--to", tmp_path / "bad", env=env
+        )
+    assert bad.returncode == 65, bad.stderr
+    (line,) = bad.stderr.strip().splitlines()[-1:]
+    assert "s3://pub/t/shard-00002.bin: does not match its manifest (sha256)" in line
+    assert sorted(p.name for p in tmp_path.iterdir() if "bad" in p.name) == []  # nor staging
+
+
 @pytest.mark.parametrize(("fmt", "index"), [("megatron", ".idx"), ("nanotron", ".ds.index")])
 def test_corpus_verify_checks_an_export_folder(
     builds: dict[tuple[str, str], Path], tmp_path: Path, fmt: str, index: str

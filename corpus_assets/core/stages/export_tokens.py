@@ -20,6 +20,11 @@ not rebuilt or cleaned meanwhile) and the export's own lock.
 
 To a URL (`s3://...`, any fsspec URL): staged in a temporary folder (the token files linked, not
 copied) and uploaded by `corpus publish`'s code: claim, data files, read back, manifest last.
+
+From a published build (its URL, as `corpus publish` left it): the manifest and `.idx` files are
+read whole, each `.bin` streamed into the export (to a URL: into the temporary folder first),
+all checked against the tokens manifest; a read the network breaks is retried as `corpus
+publish` retries.
 """
 
 from __future__ import annotations
@@ -59,7 +64,8 @@ from corpus_assets.core.store.atomic import (
 from corpus_assets.core.store.digests import verify_files
 from corpus_assets.core.store.layout import Layout
 from corpus_assets.core.store.locks import build_lock
-from corpus_assets.core.store.records import load_object, require, require_files
+from corpus_assets.core.store.records import load_object, parse_object, require, require_files
+from corpus_assets.core.store.remote import filesystem, retrying, shown, store_errors
 from corpus_assets.core.text.tokenizer import IDX_DTYPE
 from corpus_assets.core.version import CODE_VERSION
 
@@ -80,7 +86,7 @@ class Planned:
     tokens: int
     documents: int
     data: bytes | None = None
-    source: Path | None = None
+    source: str | None = None  # a path, or the URL of a published build's file
 
     def entry(self) -> dict[str, Any]:
         """The file's entry in the export manifest."""
@@ -107,15 +113,27 @@ class TokenExport:
     published: dict[str, Any] | None = None
 
 
-def tokens_manifest_of(path: Path) -> Path:
-    """The tokens `_MANIFEST.json` at `path` (the file or its folder); ConfigError otherwise."""
+def tokens_manifest_of(path: Path | str) -> Path | str:
+    """The tokens `_MANIFEST.json` at `path` (the file or its folder, on disk or at a URL);
+    ConfigError otherwise."""
+    if "://" in str(path):
+        url = str(path).rstrip("/")
+        url = url if url.endswith(f"/{MANIFEST}") else f"{url}/{MANIFEST}"
+        doc = parse_object(_read(url), shown(url), "manifest", FIX)
+        _check_kind(doc, shown(url))
+        return url
+    path = Path(path)
     manifest = path / MANIFEST if path.is_dir() else path
     if manifest.name != MANIFEST or not manifest.is_file():
         raise ConfigError(f"{path}: no {MANIFEST}; give a token build's folder or its manifest")
-    kind = load_object(manifest, "manifest").get("kind")
-    if kind != "tokens":
-        raise ConfigError(f"{manifest}: a {kind!r} manifest; export-tokens needs a tokens build")
+    _check_kind(load_object(manifest, "manifest"), str(manifest))
     return manifest
+
+
+def _check_kind(doc: dict[str, Any], where: str) -> None:
+    kind = doc.get("kind")
+    if kind != "tokens":
+        raise ConfigError(f"{where}: a {kind!r} manifest; export-tokens needs a tokens build")
 
 
 def check_format(fmt: str) -> str:
@@ -125,9 +143,10 @@ def check_format(fmt: str) -> str:
 
 
 def export_tokens(
-    manifest_path: Path, fmt: str, to: str, note: Callable[[str], None]
+    manifest_path: Path | str, fmt: str, to: str, note: Callable[[str], None]
 ) -> TokenExport:
-    """Export the token build of `manifest_path` as `fmt` to a new folder or a URL."""
+    """Export the token build of `manifest_path` (a path, or a published build's URL) as `fmt`
+    to a new folder or a URL."""
     check_format(fmt)
     if "://" in to:
         check_destination(to)
@@ -165,10 +184,13 @@ def _kind(target: Path) -> object:
         return None
 
 
-def plan_export(manifest_path: Path, fmt: str) -> tuple[list[Planned], dict[str, Any]]:
+def plan_export(manifest_path: Path | str, fmt: str) -> tuple[list[Planned], dict[str, Any]]:
     """Every file of the export and its manifest, from the tokens manifest and `.idx` files."""
-    manifest = load_object(manifest_path, "tokens manifest", FIX)
-    where = str(manifest_path)
+    location = str(manifest_path)
+    where = shown(location)
+    raw = _read(location)
+    manifest = parse_object(raw, where, "tokens manifest", FIX)
+    folder = location.rsplit("/", 1)[0] if "://" in location else str(Path(location).parent)
     fields = {"build_id": str, "dtype": str, "eos_id": int, "vocab_size": int}
     require(manifest, fields, where, "tokens manifest", FIX)
     files = require_files(manifest, "files", where, "tokens manifest", FIX, {"tokens": int})
@@ -177,14 +199,14 @@ def plan_export(manifest_path: Path, fmt: str) -> tuple[list[Planned], dict[str,
     plan: list[Planned] = []
     pairs = _pairs(files, where)
     for rank, (bin_entry, idx_entry) in enumerate(pairs):
-        ends = _read_ends(manifest_path.parent / idx_entry["name"], idx_entry)
-        plan += _rank_files(fmt, rank, bin_entry, manifest_path.parent, ends, size, tokenizer)
+        ends = _read_ends(_join(folder, idx_entry["name"]), idx_entry)
+        plan += _rank_files(fmt, rank, bin_entry, folder, ends, size, tokenizer)
     doc = {
         "kind": EXPORT_KIND,
         "format": fmt,
         "source": {
             "build_id": manifest["build_id"],
-            "manifest_sha256": hashlib.sha256(manifest_path.read_bytes()).hexdigest(),
+            "manifest_sha256": hashlib.sha256(raw).hexdigest(),
             "tokenizer": tokenizer,
             "vocab_size": manifest["vocab_size"],
             "eos_id": manifest["eos_id"],
@@ -213,14 +235,35 @@ def _pairs(files: list[dict[str, Any]], where: str) -> list[tuple[dict[str, Any]
     return pairs
 
 
-def _read_ends(path: Path, entry: dict[str, Any]) -> Any:
+def _join(folder: str, name: str) -> str:
+    return f"{folder}/{name}" if "://" in folder else str(Path(folder) / name)
+
+
+def _read(location: str) -> bytes:
+    """A whole file of a token build, on disk or at a URL (DataError when it is missing)."""
+    if "://" not in location:
+        try:
+            return Path(location).read_bytes()
+        except FileNotFoundError:
+            raise DataError(f"{location}: missing; {FIX}") from None
+    fs, path = filesystem(location, "export-tokens")
+    out: list[bytes] = []
+
+    def attempt() -> int:
+        out.clear()
+        with store_errors("export-tokens", location):
+            out.append(fs.cat_file(path))
+        return 0
+
+    retrying("export-tokens", location, attempt)
+    return out[0]
+
+
+def _read_ends(location: str, entry: dict[str, Any]) -> Any:
     """The document ends of an `.idx`, checked against its manifest entry."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise DataError(f"{path}: missing; {FIX}") from None
+    raw = _read(location)
     if len(raw) != entry["bytes"] or hashlib.sha256(raw).hexdigest() != entry["sha256"]:
-        raise DataError(f"{path}: does not match its manifest (size or sha256); {FIX}")
+        raise DataError(f"{shown(location)}: does not match its manifest (size or sha256); {FIX}")
     return np.frombuffer(raw, dtype=IDX_DTYPE)
 
 
@@ -228,7 +271,7 @@ def _rank_files(
     fmt: str,
     rank: int,
     bin_entry: dict[str, Any],
-    folder: Path,
+    folder: str,
     ends: Any,
     size: int,
     tokenizer: dict[str, Any],
@@ -237,11 +280,12 @@ def _rank_files(
     names = file_names(fmt, rank)
     tokens, documents = int(bin_entry["tokens"]), int(bin_entry["documents"])
     if int(ends[-1] if ends.size else 0) != tokens or ends.size != documents:
-        raise DataError(f"{folder / bin_entry['name']}: its .idx does not end at {tokens}; {FIX}")
+        where = shown(_join(folder, bin_entry["name"]))
+        raise DataError(f"{where}: its .idx does not end at {tokens}; {FIX}")
     shard = str(bin_entry["name"])
     copied = Planned(
         names[0], bin_entry["sha256"], bin_entry["bytes"], shard, tokens, documents,
-        source=folder / shard,
+        source=_join(folder, shard),
     )  # fmt: skip
     if fmt == "megatron":
         made = [b"".join(megatron_index(ends, size))]
@@ -336,32 +380,50 @@ def _write_files(plan: Iterable[Planned], staging: Path, note: Callable[[str], N
 
 
 def _copy_checked(item: Planned, dest: Path) -> None:
-    """Copy a token file, checking its size and sha256 against the tokens manifest."""
-    assert item.source is not None
+    """Copy a token file (from disk, or streamed from a URL), checking its size and sha256
+    against the tokens manifest."""
+    source = item.source
+    assert source is not None
+    if "://" not in source:
+        try:
+            with open(source, "rb") as src:
+                _copy_stream(item, src, dest)
+        except FileNotFoundError:
+            raise DataError(f"{source}: missing; {FIX}") from None
+        return
+    fs, path = filesystem(source, "export-tokens")
+
+    def attempt() -> int:  # the whole file again after a break: its digest is of every byte
+        with store_errors("export-tokens", source), fs.open(path, "rb") as src:
+            _copy_stream(item, src, dest)
+        return 0
+
+    retrying("export-tokens", source, attempt)
+
+
+def _copy_stream(item: Planned, src: Any, dest: Path) -> None:
     digest, size = hashlib.sha256(), 0
-    try:
-        with atomic_writer(dest, sync_dir=False) as out, open(item.source, "rb") as src:
-            while block := src.read(COPY_BLOCK):
-                digest.update(block)
-                size += len(block)
-                out.write(block)
-            if (digest.hexdigest(), size) != (item.sha256, item.size):
-                raise DataError(f"{item.source}: does not match its manifest (sha256); {FIX}")
-    except FileNotFoundError:
-        raise DataError(f"{item.source}: missing; {FIX}") from None
+    with atomic_writer(dest, sync_dir=False) as out:
+        while block := src.read(COPY_BLOCK):
+            digest.update(block)
+            size += len(block)
+            out.write(block)
+        if (digest.hexdigest(), size) != (item.sha256, item.size):
+            where = shown(item.source or "")
+            raise DataError(f"{where}: does not match its manifest (sha256); {FIX}")
 
 
 def _to_url(
     plan: list[Planned], doc: dict[str, Any], fmt: str, url: str, note: Callable[[str], None]
 ) -> TokenExport:
-    """Stage the export in a temporary folder (token files linked) and publish it to `url`."""
-    sources = [p for p in plan if p.source is not None]
-    folders = {p.source.parent for p in sources if p.source is not None}
-    for folder in folders:
+    """Stage the export in a temporary folder (token files on disk linked, published ones
+    copied) and publish it to `url`."""
+    local = [Path(p.source) for p in plan if p.source is not None and "://" not in p.source]
+    for folder in {path.parent for path in local}:
         listed = [
-            {"name": p.source.name, "sha256": p.sha256, "bytes": p.size}
-            for p in sources
-            if p.source is not None and p.source.parent == folder
+            {"name": p.source.rsplit("/", 1)[-1], "sha256": p.sha256, "bytes": p.size}
+            for p in plan
+            if p.source is not None and "://" not in p.source and Path(p.source).parent == folder
         ]
         problems = verify_files(folder, listed)
         if problems:
@@ -370,8 +432,11 @@ def _to_url(
         staging = Path(tmp) / "export"
         staging.mkdir()
         for item in plan:
-            if item.source is not None:
-                os.symlink(item.source.absolute(), staging / item.name)
+            if item.source is not None and "://" in item.source:
+                note(f"export-tokens: {item.shard} -> {item.name} ({item.size:,} bytes)")
+                _copy_checked(item, staging / item.name)
+            elif item.source is not None:
+                os.symlink(Path(item.source).absolute(), staging / item.name)
             else:
                 assert item.data is not None
                 (staging / item.name).write_bytes(item.data)
