@@ -17,6 +17,8 @@ import signal
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -178,16 +180,28 @@ def test_a_rerun_keeps_the_export_and_another_one_is_refused(
     assert shards.returncode == 64 and "no _MANIFEST.json" in shards.stderr
 
 
+def exported(tokens: Path, fmt: str, dest: Path) -> Any:
+    """`corpus export-tokens` of a build on disk to a folder, which must succeed."""
+    done = corpus("export-tokens", tokens, "--format", fmt, "--to", dest)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+@contextmanager
+def bucket(tmp_path: Path) -> Iterator[tuple[Any, dict[str, str]]]:
+    """moto's S3 with the bucket `pub`: a client, and the environment for `corpus`."""
+    with s3_server(tmp_path / "s3") as env:
+        client = s3_client(env)
+        client.create_bucket(Bucket="pub")
+        yield client, {**ENV, **env}
+
+
 def test_an_export_to_s3_is_published_and_verifies_there(
     builds: dict[tuple[str, str], Path], tmp_path: Path
 ) -> None:
     tokens = builds[("generated", "gpt2")]
-    local = corpus("export-tokens", tokens, "--format", "megatron", "--to", tmp_path / "local")
-    assert local.returncode == 0, local.stderr
-    with s3_server(tmp_path / "s3") as env:
-        client = s3_client(env)
-        client.create_bucket(Bucket="pub")
-        env = {**ENV, **env}
+    exported(tokens, "megatron", tmp_path / "local")
+    with bucket(tmp_path) as (client, env):
         done = corpus(
             "export-tokens", tokens, "--format", "megatron", "--to", "s3://pub/m", env=env
         )
@@ -208,12 +222,8 @@ def test_a_published_build_exports_the_same_bytes_as_the_one_on_disk(tmp_path: P
     """From its URL, to a folder and to another URL; a published token file changed since it
     was published is refused in one line and nothing is written."""
     _, _, tokens = build(tmp_path / "root", {"id": "bytes"}, tiny_docs(300), n_shards=3)
-    local = corpus("export-tokens", tokens, "--format", "nanotron", "--to", tmp_path / "local")
-    assert local.returncode == 0, local.stderr
-    with s3_server(tmp_path / "s3") as env:
-        client = s3_client(env)
-        client.create_bucket(Bucket="pub")
-        env = {**ENV, **env}
+    local = exported(tokens, "nanotron", tmp_path / "local")
+    with bucket(tmp_path) as (client, env):
         assert corpus("publish", tokens / "_MANIFEST.json", "s3://pub/t", env=env).returncode == 0
         done = corpus(
             "export-tokens", "s3://pub/t", "--format", "nanotron", "--to", tmp_path / "out", env=env
