@@ -15,8 +15,9 @@ A published build opens by its URL (`s3://BUCKET/PREFIX`, `https://â€¦`, `hf://â
 URL that `corpus publish` wrote to): the token and index files are read where they are, by
 ranged reads of REMOTE_BLOCK bytes cached per file (REMOTE_CACHE_BLOCKS of them), never copied
 whole. Run `corpus verify URL` once to check the published bytes against the manifest. A
-ranged read that answers other bytes than asked (a server that ignores ranges, a cut body) or,
-over S3, comes from an object whose ETag changed since it was opened, fails in one line.
+ranged read that answers other bytes than asked (a server that ignores ranges, a cut body), or
+from a file whose ETag changed since it was opened (compared here over S3; sent as If-Match over
+HTTP), fails in one line.
 """
 
 from __future__ import annotations
@@ -291,23 +292,32 @@ class _RemoteFiles:
             raise FileNotFoundError(f"{self.manifest}: no token build manifest there") from None
         return data
 
+    def url(self, path: str) -> str:
+        return path if "://" in path else f"{self._scheme}://{path}"
+
     def open(self, path: str) -> Any:
+        conditions: dict[str, Any] = {}
+        if self._scheme in ("http", "https"):  # every ranged GET asks for the file as it was
+            etag = self.fs.info(path).get("ETag")
+            if etag:
+                conditions["headers"] = {"If-Match": etag}
         fh = self.fs.open(
             path,
             "rb",
             block_size=REMOTE_BLOCK,
             cache_type="blockcache",
             cache_options={"maxblocks": REMOTE_CACHE_BLOCKS},
+            **conditions,
         )
         cache = getattr(fh, "cache", None)  # a remote file's blocks (file:// has none)
         if cache is not None:
-            cache.fetcher = _whole_ranges(cache.fetcher, f"{self._scheme}://{path}", fh.size)
+            cache.fetcher = _whole_ranges(cache.fetcher, self.url(path), fh.size)
         self._open.append(fh)
         return fh
 
     def array(self, name: str, dtype: np.dtype[Any], size: int) -> _RemoteArray:
         path = posixpath.join(self.folder, name)
-        return _RemoteArray(self.open(path), dtype, size, f"{self._scheme}://{path}")
+        return _RemoteArray(self.open(path), dtype, size, self.url(path))
 
     def relative(self, path: str, parent: bool = False) -> str:
         target = posixpath.normpath(posixpath.join(self.folder, path))
@@ -348,10 +358,8 @@ class _RemoteArray:
         self.fh.seek(start * size)
         try:
             data = self.fh.read((stop - start) * size)
-        except OSError as exc:
-            from s3fs.utils import FileExpired  # an object that changed while it was read
-
-            if not isinstance(exc, FileExpired):
+        except Exception as exc:
+            if not _changed(exc):
                 raise
             raise OSError(
                 f"{self.url} changed while it was read (its ETag is not the one it had when "
@@ -368,6 +376,14 @@ class _RemoteArray:
 
 
 _Files = _LocalFiles | _RemoteFiles
+
+
+def _changed(exc: BaseException) -> bool:
+    """Whether a failed read says the file is no longer the one opened: s3fs's FileExpired (an
+    ETag changed), or an HTTP 412 (its If-Match failed)."""
+    from s3fs.utils import FileExpired
+
+    return isinstance(exc, FileExpired) or getattr(exc, "status", None) == 412
 
 
 def _whole_ranges(fetch: Any, url: str, size: int) -> Any:

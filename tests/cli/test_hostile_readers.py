@@ -8,6 +8,8 @@ changed after it was published."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 from support.corpus import run_corpus
-from support.mirrors import s3_client, s3_server
+from support.mirrors import nginx, s3_client, s3_server
 from support.mixtures import write_build, write_config
 from support.s3_proxy import S3Proxy, s3_proxy
 
@@ -116,6 +118,29 @@ def test_an_object_replaced_while_it_is_read_is_refused_not_mixed(
         client.put_object(Bucket="pub", Key=key, Body=original)
     assert replaced == [key]
     assert message.startswith(f"s3://pub/{key} changed while it was read"), message
+
+
+def test_a_file_replaced_while_it_is_read_over_http_is_refused_not_mixed(
+    published: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nginx: each ranged GET carries If-Match with the ETag the file had when opened; a file
+    replaced meanwhile answers 412, read as "changed", not as the old file's rest."""
+    served = tmp_path / "served" / "a"
+    shutil.copytree(published["build"], served)
+    monkeypatch.setattr(dataset, "REMOTE_BLOCK", BLOCK)
+    local = TokenDataset(published["build"])
+    with nginx(served.parent, tmp_path / "nginx") as base:
+        remote = TokenDataset(f"{base}/a")
+        try:
+            np.testing.assert_array_equal(remote[0], local[0])  # the file is open and read
+            target = served / "shard-00000.bin"
+            stat = target.stat()
+            target.write_bytes(target.read_bytes()[::-1])  # same size
+            os.utime(target, (stat.st_atime + 10, stat.st_mtime + 10))  # nginx's ETag: mtime
+            message = read_until_refused(remote, local, list(range(len(local))))
+        finally:
+            remote.close()
+    assert message.startswith(f"{base}/a/shard-00000.bin changed while it was read"), message
 
 
 def test_a_ranged_read_cut_short_is_asked_again_and_reads_the_published_bytes(
