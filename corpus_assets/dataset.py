@@ -26,6 +26,7 @@ import bisect
 import json
 import os
 import posixpath
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,10 @@ REMOTE_BLOCK = 1 << 20
 """Bytes a ranged read of a published file fetches at least."""
 REMOTE_CACHE_BLOCKS = 32
 """Blocks of each published file kept in memory."""
+REMOTE_TRIES = 4
+"""Tries of a ranged read the network breaks (a cut body, a dropped connection) before it fails."""
+REMOTE_PAUSE_S = 0.2
+"""The pause before the second try; the next ones wait that many times longer."""
 
 
 @dataclass(frozen=True)
@@ -355,9 +360,8 @@ class _RemoteArray:
         import numpy as np
 
         size = self.dtype.itemsize
-        self.fh.seek(start * size)
         try:
-            data = self.fh.read((stop - start) * size)
+            data = self._read_bytes(start * size, (stop - start) * size)
         except Exception as exc:
             if not _changed(exc):
                 raise
@@ -373,6 +377,28 @@ class _RemoteArray:
             )
         out = np.frombuffer(data, dtype=self.dtype)
         return out
+
+    def _read_bytes(self, offset: int, length: int) -> bytes:
+        """The bytes at `offset`, the read asked again (REMOTE_TRIES in all, a pause between)
+        when the network breaks it: a cut body, a dropped connection, a timeout."""
+        for attempt in range(1, REMOTE_TRIES + 1):
+            try:
+                self.fh.seek(offset)
+                data: bytes = self.fh.read(length)
+                return data
+            except Exception as exc:
+                broken = isinstance(exc, ConnectionError | TimeoutError) or (
+                    type(exc).__module__.startswith("aiohttp")
+                )
+                if not broken or _changed(exc):
+                    raise
+                if attempt == REMOTE_TRIES:
+                    raise OSError(
+                        f"{self.url}: the read of bytes {offset}-{offset + length - 1} broke "
+                        f"{REMOTE_TRIES} times, the last time with {type(exc).__name__}: {exc}"
+                    ) from None
+                time.sleep(REMOTE_PAUSE_S * attempt)
+        raise AssertionError("unreachable")
 
 
 _Files = _LocalFiles | _RemoteFiles

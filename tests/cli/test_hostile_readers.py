@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 from support.corpus import run_corpus
-from support.mirrors import nginx, s3_client, s3_server
+from support.mirrors import fault_proxy, nginx, s3_client, s3_server
 from support.mixtures import write_build, write_config
 from support.s3_proxy import S3Proxy, s3_proxy
 
@@ -141,6 +141,34 @@ def test_a_file_replaced_while_it_is_read_over_http_is_refused_not_mixed(
         finally:
             remote.close()
     assert message.startswith(f"{base}/a/shard-00000.bin changed while it was read"), message
+
+
+@pytest.mark.parametrize("cuts", [3, 50])
+def test_a_cut_ranged_read_over_http_is_asked_again_or_fails_in_one_line(
+    published: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cuts: int
+) -> None:
+    """Through the TCP proxy in front of nginx, connections closed 3,000 bytes into their
+    answers: 3 of them are read through (each read tried up to REMOTE_TRIES times); 50 fail
+    one read in one line, naming the file and the bytes."""
+    served = tmp_path / "served" / "a"
+    shutil.copytree(published["build"], served)
+    monkeypatch.setattr(dataset, "REMOTE_BLOCK", BLOCK)
+    monkeypatch.setattr(dataset, "REMOTE_PAUSE_S", 0.01)
+    local = TokenDataset(published["build"])
+    with nginx(served.parent, tmp_path / "nginx") as base, fault_proxy(base) as cutting:
+        cutting.plan = [("cut", 3000)] * cuts
+        try:
+            remote = TokenDataset(f"{cutting.url}/a")
+            for i in range(len(local)):
+                np.testing.assert_array_equal(remote[i], local[i])
+            remote.close()
+        except OSError as exc:
+            assert cuts == 50, exc
+            assert str(exc).startswith(f"{cutting.url}/a/shard-0000"), exc
+            assert f"broke {dataset.REMOTE_TRIES} times" in str(exc)
+        else:
+            assert cuts == 3
+    assert cutting.faults >= 3  # the connections really were cut
 
 
 def test_a_ranged_read_cut_short_is_asked_again_and_reads_the_published_bytes(
