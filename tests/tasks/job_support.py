@@ -128,6 +128,24 @@ def wait_for_text(path: Path, text: str, proc: subprocess.Popen[str]) -> None:
     )
 
 
+def wait_for_commit(output: Path, proc: subprocess.Popen[str]) -> None:
+    """Wait until the job's checkpoints hold a committed chunk (a batch with consumed > 0)."""
+
+    def committed() -> bool:
+        path = output / "work" / "checkpoints.sqlite3"
+        if not path.exists():
+            return False
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return bool(db.execute("SELECT 1 FROM batches WHERE consumed > 0").fetchone())
+        except sqlite3.OperationalError:  # the tables are not made yet
+            return False
+        finally:
+            db.close()
+
+    wait_for(committed, WAIT_S, f"a committed chunk in {output}", watch=[proc])
+
+
 def kill_group(proc: subprocess.Popen[str]) -> None:
     """SIGKILL the job's whole process group and check it died of it."""
     os.killpg(proc.pid, signal.SIGKILL)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from executor_recipes import RankedRecipe
-from job_support import kill_group, run_job, start_job, wait_for_text
+from job_support import kill_group, run_job, start_job, wait_for_commit, wait_for_text
 
 from corpus_assets.tasks.config import load_job_config
 from corpus_assets.tasks.executor import DataJob
@@ -148,6 +148,7 @@ def test_a_sharded_job_killed_mid_batch_resumes_to_the_same_snapshot(tmp_path: P
     )
     proc = start_job(config, tmp_path / "out", ENV, tmp_path / "stderr")
     wait_for_text(log, "shard 0 12", proc)  # a few shards in, most still to come
+    wait_for_commit(tmp_path / "out", proc)  # and the first of them admitted
     kill_group(proc)
     db = sqlite3.connect(tmp_path / "out" / "work" / "checkpoints.sqlite3")
     consumed, done = db.execute("SELECT consumed, done FROM batches").fetchone()
